@@ -1,0 +1,155 @@
+//! Stored defaults (D25): what the mutating webhook and `mds validate` write into a scaler.
+//!
+//! Values the spec says are "stored" (step limits, tolerance, windows, ...) are written here.
+//! Values that omitted or nonpositive inputs merely "use" (the Kalman noises) are applied by
+//! the planner at use, so they appear in [`values`] but are never written.
+
+use crate::quantity::Quantity;
+use crate::spec::{
+    Algorithm, AlgorithmType, Behavior, Mode, ModelDeploymentScalerSpec, PredictiveParams,
+    ProportionalParams, Rebalance, RebalancePolicy, Sampling, ScaleDown, ScaleUp,
+    TokenThroughputParams,
+};
+
+/// Every default of the spec, in one place.
+pub mod values {
+    pub const INTERVAL_SECONDS: i32 = 15;
+    pub const PENDING_TIMEOUT_SECONDS: i32 = 300;
+    pub const MIN_REPLICAS: i32 = 1;
+    pub const TOLERANCE: &str = "0.1";
+    pub const STABLE_WINDOW_SECONDS: i32 = 180;
+    pub const PANIC_WINDOW_SECONDS: i32 = 60;
+    pub const PANIC_THRESHOLD: &str = "2";
+    pub const TTFT_TARGET_MILLISECONDS: &str = "500";
+    pub const ITL_TARGET_MILLISECONDS: &str = "50";
+    pub const HORIZON_SECONDS: i32 = 300;
+    pub const MIN_POINTS: i32 = 6;
+    /// Used at planning time for omitted or nonpositive values; never stored.
+    pub const Q_LEVEL: &str = "1";
+    pub const Q_TREND: &str = "0.1";
+    pub const MEASUREMENT_NOISE: &str = "10";
+    pub const SCALE_UP_STABILIZATION_WINDOW_SECONDS: i32 = 0;
+    pub const MAX_STEP_REPLICAS: i32 = 4;
+    pub const MAX_STEP_PERCENT: i32 = 100;
+    pub const SCALE_DOWN_STABILIZATION_WINDOW_SECONDS: i32 = 300;
+    pub const COOLDOWN_AFTER_ABORT_SECONDS: i32 = 300;
+    pub const DECODE_POST_SCALE_UP_GRACE_SECONDS: i32 = 120;
+}
+
+/// The algorithm a spec selects: the explicit type, else the block that is present
+/// (proportional, then predictive), else TokenThroughput.
+pub fn effective_algorithm_type(algorithm: Option<&Algorithm>) -> AlgorithmType {
+    match algorithm {
+        Some(Algorithm {
+            algorithm_type: Some(explicit),
+            ..
+        }) => *explicit,
+        Some(a) if a.proportional.is_some() => AlgorithmType::Proportional,
+        Some(a) if a.predictive.is_some() => AlgorithmType::Predictive,
+        _ => AlgorithmType::TokenThroughput,
+    }
+}
+
+/// Writes every stored default into `spec`; idempotent.
+pub fn default_spec(spec: &mut ModelDeploymentScalerSpec) {
+    spec.mode.get_or_insert(Mode::Shadow);
+    spec.suspend.get_or_insert(false);
+
+    let sampling = spec.sampling.get_or_insert_with(Sampling::default);
+    sampling
+        .interval_seconds
+        .get_or_insert(values::INTERVAL_SECONDS);
+    sampling
+        .pending_timeout_seconds
+        .get_or_insert(values::PENDING_TIMEOUT_SECONDS);
+
+    for role in &mut spec.roles {
+        role.min_replicas.get_or_insert(values::MIN_REPLICAS);
+    }
+
+    let algorithm_type = effective_algorithm_type(spec.algorithm.as_ref());
+    let algorithm = spec.algorithm.get_or_insert_with(Algorithm::default);
+    algorithm.algorithm_type = Some(algorithm_type);
+    if let Some(proportional) = &mut algorithm.proportional {
+        default_proportional(proportional);
+    }
+    if let Some(token) = &mut algorithm.token_throughput {
+        default_token_throughput(token);
+    }
+    if let Some(predictive) = &mut algorithm.predictive {
+        default_predictive(predictive);
+    }
+
+    let behavior = spec.behavior.get_or_insert_with(Behavior::default);
+    default_scale_up(behavior.scale_up.get_or_insert_with(ScaleUp::default));
+    default_scale_down(behavior.scale_down.get_or_insert_with(ScaleDown::default));
+
+    spec.rebalance
+        .get_or_insert_with(Rebalance::default)
+        .policy
+        .get_or_insert(RebalancePolicy::Opposing);
+}
+
+fn default_proportional(params: &mut ProportionalParams) {
+    params
+        .tolerance
+        .get_or_insert_with(|| Quantity::from(values::TOLERANCE));
+}
+
+fn default_token_throughput(params: &mut TokenThroughputParams) {
+    params
+        .stable_window_seconds
+        .get_or_insert(values::STABLE_WINDOW_SECONDS);
+    params
+        .panic_window_seconds
+        .get_or_insert(values::PANIC_WINDOW_SECONDS);
+    params
+        .panic_threshold
+        .get_or_insert_with(|| Quantity::from(values::PANIC_THRESHOLD));
+    params
+        .ttft_target_milliseconds
+        .get_or_insert_with(|| Quantity::from(values::TTFT_TARGET_MILLISECONDS));
+    params
+        .itl_target_milliseconds
+        .get_or_insert_with(|| Quantity::from(values::ITL_TARGET_MILLISECONDS));
+}
+
+fn default_predictive(params: &mut PredictiveParams) {
+    if let Some(token) = &mut params.token_throughput {
+        default_token_throughput(token);
+    }
+    params
+        .horizon_seconds
+        .get_or_insert(values::HORIZON_SECONDS);
+    params.min_points.get_or_insert(values::MIN_POINTS);
+}
+
+/// Stores `default` when the value is omitted or zero (the spec's "omission or zero stores").
+fn store_unless_nonzero(value: &mut Option<i32>, default: i32) {
+    if value.unwrap_or(0) == 0 {
+        *value = Some(default);
+    }
+}
+
+fn default_scale_up(scale_up: &mut ScaleUp) {
+    scale_up
+        .stabilization_window_seconds
+        .get_or_insert(values::SCALE_UP_STABILIZATION_WINDOW_SECONDS);
+    store_unless_nonzero(&mut scale_up.max_step_replicas, values::MAX_STEP_REPLICAS);
+    store_unless_nonzero(&mut scale_up.max_step_percent, values::MAX_STEP_PERCENT);
+}
+
+fn default_scale_down(scale_down: &mut ScaleDown) {
+    store_unless_nonzero(
+        &mut scale_down.stabilization_window_seconds,
+        values::SCALE_DOWN_STABILIZATION_WINDOW_SECONDS,
+    );
+    store_unless_nonzero(
+        &mut scale_down.cooldown_after_abort_seconds,
+        values::COOLDOWN_AFTER_ABORT_SECONDS,
+    );
+    store_unless_nonzero(
+        &mut scale_down.decode_post_scale_up_grace_seconds,
+        values::DECODE_POST_SCALE_UP_GRACE_SECONDS,
+    );
+}

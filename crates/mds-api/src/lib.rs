@@ -1,0 +1,14 @@
+//! The `ModelDeploymentScaler` API: resource types, the target read model, annotation payloads,
+//! exact quantities, defaulting and admission validation. Pure: no I/O, no clock.
+
+pub mod annotations;
+pub mod defaults;
+pub mod quantity;
+pub mod ratio_feasibility;
+pub mod spec;
+pub mod status;
+pub mod target;
+pub mod validation;
+
+pub use spec::{ModelDeploymentScaler, ModelDeploymentScalerSpec};
+pub use status::ModelDeploymentScalerStatus;

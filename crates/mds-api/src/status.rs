@@ -1,0 +1,260 @@
+//! The `ModelDeploymentScaler` status: observations, decisions and recovery state.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::quantity::Quantity;
+
+/// A replica count per role name.
+pub type ReplicaVector = BTreeMap<String, i32>;
+
+/// Observed state of a ModelDeploymentScaler. Written only when its control plane moves.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelDeploymentScalerStatus {
+    /// Scaler generation this report was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The target this scaler plans for, and the binding term of its commits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<BindingStatus>,
+    /// Observation and recommendation per role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<RoleStatus>,
+    /// The latest write to the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_commit: Option<LastCommit>,
+    /// A committed scale-up whose added replicas are not all admitted yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_cohort: Option<PendingCohort>,
+    /// The donor/receiver transaction after a scale-up timed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebalance: Option<RebalanceStatus>,
+    /// The latest scale-down and how its retirement ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scale_down: Option<LastScaleDown>,
+    /// Demand history (TokenThroughput) and filter state (Predictive) per role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predictors: Vec<PredictorStatus>,
+    /// Bound, Active, MetricsReady and Blocked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// The target seen by the scaler.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingStatus {
+    /// UID of the target; a different UID under the same name is a replacement.
+    #[serde(rename = "targetUID", default, skip_serializing_if = "Option::is_none")]
+    pub target_uid: Option<String>,
+    /// Name of the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_name: Option<String>,
+    /// Term used for Active commits; a Shadow scaler may have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term: Option<i64>,
+}
+
+/// Whether a role's signals can be used.
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord,
+)]
+pub enum SignalState {
+    /// Current readings from every sampled replica.
+    Fresh,
+    /// Observed successfully, with no requests and zero rates.
+    Idle,
+    /// No usable reading, or no established rate window yet.
+    Missing,
+    /// The newest valid reading is older than three sampling intervals.
+    Stale,
+}
+
+/// Observation and recommendation of one role.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleStatus {
+    /// Role name.
+    pub name: String,
+    /// Desired count currently on the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_replicas: Option<i32>,
+    /// Ready serving replicas used to calculate capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// Fresh, Idle, Missing or Stale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_state: Option<SignalState>,
+    /// Cache-missed prompt tokens per second across sampled replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_per_second: Option<Quantity>,
+    /// Generation tokens per second across sampled replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_tokens_per_second: Option<Quantity>,
+    /// Requests being served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_requests: Option<i64>,
+    /// Requests queued (for Decode roles including the KV transfer queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_requests: Option<i64>,
+    /// Mean reported KV cache usage fraction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_usage: Option<Quantity>,
+    /// p95 time to first token in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_milliseconds: Option<Quantity>,
+    /// p95 inter-token latency in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_milliseconds: Option<Quantity>,
+    /// The algorithm's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_recommended_replicas: Option<i32>,
+    /// The result after bounds, ratios, pacing and guards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrained_replicas: Option<i32>,
+    /// Algorithm or constraint explanation, such as TokenThroughput, WithinTolerance or
+    /// PacingBounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When this role last grew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scale_up_time: Option<Time>,
+    /// Recent recommendations, at most 256.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stabilization_history: Vec<RecommendationSample>,
+}
+
+/// One recommendation in the stabilization history.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RecommendationSample {
+    pub timestamp: Time,
+    pub replicas: i32,
+}
+
+/// The latest write to the target.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LastCommit {
+    #[serde(rename = "decisionID")]
+    pub decision_id: String,
+    pub term: i64,
+    /// Committed replica counts by role.
+    pub vector: ReplicaVector,
+    /// Counts before this commit.
+    #[serde(default)]
+    pub baseline_vector: ReplicaVector,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<Time>,
+    /// Target generation expected after the write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_generation: Option<i64>,
+}
+
+/// A committed scale-up awaiting admission of its added replicas.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingCohort {
+    #[serde(rename = "decisionID")]
+    pub decision_id: String,
+    pub term: i64,
+    /// Restored if admission times out.
+    pub baseline_vector: ReplicaVector,
+    pub target_vector: ReplicaVector,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+}
+
+/// The donor/receiver transaction.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RebalanceStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub donor_role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub donor_target_replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_target_replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// Identifies the exhaustion episode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exhaustion_episode_generation: Option<i64>,
+    /// Whether this episode already used its donation attempt.
+    #[serde(default)]
+    pub donation_attempted: bool,
+    /// ResourceExhausted, DonorRelease, ReceiverAcquire, DonationAttempted,
+    /// RebalanceNotApplicable or RebalanceBlocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Outcome of the latest scale-down.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleDownOutcome {
+    /// The retirement is running or finished.
+    Committed,
+    /// The retirement failed and the pre-scale-down vector was restored.
+    Aborted,
+}
+
+/// The latest scale-down.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LastScaleDown {
+    pub role: String,
+    /// Zero-based ordinal removed from the role.
+    pub ordinal: i32,
+    /// Restored after an aborted retirement.
+    pub pre_scale_down_vector: ReplicaVector,
+    pub outcome: ScaleDownOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cooldown_until: Option<Time>,
+}
+
+/// Demand history and Kalman state of one role.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PredictorStatus {
+    /// Role this state belongs to.
+    pub name: String,
+    /// Estimated demand in tokens per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<Quantity>,
+    /// Demand change per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trend: Option<Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covariance: Option<Covariance>,
+    /// Observations processed by the filter.
+    #[serde(default)]
+    pub sample_count: i64,
+    /// Recent demand samples within the active window, at most 256.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<DemandSample>,
+}
+
+/// The 2x2 covariance of level and trend.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Covariance {
+    pub p00: Quantity,
+    pub p01: Quantity,
+    pub p10: Quantity,
+    pub p11: Quantity,
+}
+
+/// One demand sample.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DemandSample {
+    pub timestamp: Time,
+    pub tokens_per_second: Quantity,
+}

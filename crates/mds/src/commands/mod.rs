@@ -1,0 +1,2 @@
+pub mod crd;
+pub mod validate;

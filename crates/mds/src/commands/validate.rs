@@ -1,0 +1,313 @@
+//! `mds validate`: the admission rules offline, for CI and GitOps pipelines.
+
+use std::fmt::Write as _;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use mds_api::defaults::default_spec;
+use mds_api::target::ModelDeployment;
+use mds_api::validation::{Report, validate_scaler};
+use mds_api::{ModelDeploymentScaler, spec::GROUP};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A YAML file of ModelDeploymentScaler manifests (multi-document); '-' reads standard
+    /// input. Repeat for several files.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// A YAML file of target ModelDeployment manifests; enables the target-dependent rules for
+    /// scalers whose targetRef names them.
+    #[arg(long = "target", value_name = "FILE")]
+    pub targets: Vec<PathBuf>,
+    /// Print each scaler with its stored defaults filled in, as the API server would store it.
+    #[arg(long)]
+    pub show_defaults: bool,
+}
+
+/// How one run ended; the highest severity wins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    Valid = 0,
+    Invalid = 1,
+    Unreadable = 2,
+}
+
+/// One YAML document of an input.
+struct Document {
+    source: String,
+    index: usize,
+    value: serde_yaml_ng::Value,
+}
+
+impl Document {
+    fn label(&self) -> String {
+        format!("{}: document {}", self.source, self.index + 1)
+    }
+
+    fn kind(&self) -> Option<&str> {
+        self.value.get("kind").and_then(|k| k.as_str())
+    }
+
+    fn api_group(&self) -> Option<&str> {
+        let api_version = self.value.get("apiVersion")?.as_str()?;
+        Some(api_version.split_once('/').map_or("", |(group, _)| group))
+    }
+}
+
+/// One named input and its bytes, or why it could not be read.
+pub struct Input {
+    pub name: String,
+    pub bytes: Result<Vec<u8>, String>,
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    let inputs: Vec<Input> = args
+        .files
+        .iter()
+        .chain(&args.targets)
+        .map(|path| Input {
+            name: path.display().to_string(),
+            bytes: read_input(path).map_err(|e| e.to_string()),
+        })
+        .collect();
+    let target_sources: Vec<String> = args
+        .targets
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    let outcome = check_inputs(
+        &inputs,
+        &target_sources,
+        args.show_defaults,
+        &mut stdout,
+        &mut stderr,
+    );
+    print!("{stdout}");
+    eprint!("{stderr}");
+    ExitCode::from(outcome as u8)
+}
+
+fn read_input(path: &PathBuf) -> std::io::Result<Vec<u8>> {
+    if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes)?;
+        Ok(bytes)
+    } else {
+        std::fs::read(path)
+    }
+}
+
+/// The whole command without I/O: output goes to two strings, the outcome is returned.
+pub fn check_inputs(
+    inputs: &[Input],
+    target_sources: &[String],
+    show_defaults: bool,
+    out: &mut String,
+    err: &mut String,
+) -> Outcome {
+    let mut outcome = Outcome::Valid;
+    let mut documents = Vec::new();
+    for input in inputs {
+        let source = &input.name;
+        let bytes = match &input.bytes {
+            Ok(bytes) => bytes,
+            Err(reason) => {
+                let _ = writeln!(err, "{source}: cannot read: {reason}");
+                outcome = outcome.max(Outcome::Unreadable);
+                continue;
+            }
+        };
+        match parse_documents(source, bytes) {
+            Ok(docs) => documents.extend(docs),
+            Err(message) => {
+                let _ = writeln!(err, "{message}");
+                outcome = outcome.max(Outcome::Unreadable);
+            }
+        }
+    }
+
+    let mut targets: Vec<ModelDeployment> = Vec::new();
+    for doc in &documents {
+        if doc.kind() == Some("ModelDeployment") && doc.api_group() == Some(GROUP) {
+            match serde_path_to_error::deserialize::<_, ModelDeployment>(doc.value.clone()) {
+                Ok(md) => targets.push(md),
+                Err(e) => {
+                    let _ = writeln!(
+                        out,
+                        "{}: ModelDeployment: invalid\n  {}: {}",
+                        doc.label(),
+                        yaml_path(&e.path().to_string()),
+                        e.inner()
+                    );
+                    outcome = outcome.max(Outcome::Invalid);
+                }
+            }
+        } else if target_sources.contains(&doc.source) {
+            let _ = writeln!(
+                err,
+                "{}: skipped: --target files hold ModelDeployment documents (kind {:?})",
+                doc.label(),
+                doc.kind().unwrap_or("<none>")
+            );
+        }
+    }
+
+    let mut scalers = 0;
+    for doc in documents
+        .iter()
+        .filter(|d| !target_sources.contains(&d.source))
+    {
+        match (doc.kind(), doc.api_group()) {
+            (Some("ModelDeploymentScaler"), Some(GROUP)) => {
+                scalers += 1;
+                outcome = outcome.max(check_scaler(doc, &targets, show_defaults, out));
+            }
+            (Some("ModelDeploymentScaler"), group) => {
+                let _ = writeln!(
+                    out,
+                    "{}: ModelDeploymentScaler: invalid\n  apiVersion: group {:?} is not {GROUP}; use apiVersion: {GROUP}/v1",
+                    doc.label(),
+                    group.unwrap_or("")
+                );
+                outcome = outcome.max(Outcome::Invalid);
+            }
+            (Some("ModelDeployment"), _) => {}
+            (kind, _) => {
+                let _ = writeln!(
+                    err,
+                    "{}: skipped: kind {:?} is not a ModelDeploymentScaler",
+                    doc.label(),
+                    kind.unwrap_or("<none>")
+                );
+            }
+        }
+    }
+    if scalers == 0 && outcome == Outcome::Valid {
+        let _ = writeln!(err, "no ModelDeploymentScaler documents found");
+    }
+    outcome
+}
+
+/// Splits a YAML stream into non-empty documents; a syntax error names the line.
+fn parse_documents(source: &str, bytes: &[u8]) -> Result<Vec<Document>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{source}: not UTF-8 text (invalid byte at offset {})",
+            e.valid_up_to()
+        )
+    })?;
+    let mut documents = Vec::new();
+    for (index, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let value: serde_yaml_ng::Value = serde::Deserialize::deserialize(de).map_err(|e| {
+            let place = e
+                .location()
+                .map(|l| format!("line {} column {}", l.line(), l.column()))
+                .unwrap_or_else(|| format!("document {}", index + 1));
+            format!("{source}: {place}: not readable YAML: {e}")
+        })?;
+        if value.is_null() {
+            continue;
+        }
+        if !value.is_mapping() {
+            return Err(format!(
+                "{source}: document {}: not readable as a manifest: expected a mapping with apiVersion and kind",
+                index + 1
+            ));
+        }
+        documents.push(Document {
+            source: source.to_string(),
+            index,
+            value,
+        });
+    }
+    Ok(documents)
+}
+
+/// Turns a serde path (`spec.roles[0].maxReplicas`, `.` for the root) into the printed form.
+fn yaml_path(path: &str) -> String {
+    if path == "." || path.is_empty() {
+        "(document)".to_string()
+    } else {
+        path.to_string()
+    }
+}
+
+fn check_scaler(
+    doc: &Document,
+    targets: &[ModelDeployment],
+    show_defaults: bool,
+    out: &mut String,
+) -> Outcome {
+    let mut unknown_fields = Vec::new();
+    let mut note_unknown = |path: serde_ignored::Path| unknown_fields.push(path.to_string());
+    let parsed: Result<ModelDeploymentScaler, _> = serde_path_to_error::deserialize(
+        serde_ignored::Deserializer::new(doc.value.clone(), &mut note_unknown),
+    );
+    let mut scaler = match parsed {
+        Ok(scaler) => scaler,
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "{}: ModelDeploymentScaler: invalid\n  {}: {}",
+                doc.label(),
+                yaml_path(&e.path().to_string()),
+                e.inner()
+            );
+            return Outcome::Invalid;
+        }
+    };
+    let name = scaler.metadata.name.clone().unwrap_or_default();
+    let namespace = scaler.metadata.namespace.clone();
+    default_spec(&mut scaler.spec);
+    let target = targets.iter().find(|md| {
+        md.metadata.name.as_deref() == Some(scaler.spec.target_ref.name.as_str())
+            && (namespace.is_none()
+                || md.metadata.namespace.is_none()
+                || md.metadata.namespace == namespace)
+    });
+    let mut report: Report = validate_scaler(&scaler, None, target);
+    // The generated type reads apiVersion and kind itself; status is the controller's.
+    let ignored =
+        |f: &&String| f.as_str() == "apiVersion" || f.as_str() == "kind" || f.starts_with("status");
+    for field in unknown_fields.iter().filter(|f| !ignored(f)) {
+        report.warn(
+            field.clone(),
+            "is not a field of ModelDeploymentScaler and is dropped by the API server; check its spelling and indentation",
+        );
+    }
+    let target_note = match target {
+        Some(_) => format!(
+            "checked against ModelDeployment {:?}",
+            scaler.spec.target_ref.name
+        ),
+        None => "no target given: target-dependent rules skipped".into(),
+    };
+    let verdict = if report.is_valid() {
+        "valid"
+    } else {
+        "invalid"
+    };
+    let _ = writeln!(
+        out,
+        "{}: ModelDeploymentScaler {name}: {verdict} ({target_note})",
+        doc.label()
+    );
+    for error in &report.errors {
+        let _ = writeln!(out, "  {error}");
+    }
+    for warning in &report.warnings {
+        let _ = writeln!(out, "  warning: {warning}");
+    }
+    if show_defaults && report.is_valid() {
+        let yaml = serde_yaml_ng::to_string(&scaler).expect("a scaler always serializes");
+        let _ = writeln!(out, "---\n{yaml}");
+    }
+    if report.is_valid() {
+        Outcome::Valid
+    } else {
+        Outcome::Invalid
+    }
+}

@@ -1,0 +1,45 @@
+//! `mds`: the ModelDeploymentScaler operator and its offline tools.
+
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// mds plans the replica counts of GPUStack ModelDeployments from vLLM and SGLang engine
+/// metrics. One ModelDeploymentScaler (short name mds) owns one target's counts.
+#[derive(Parser, Debug)]
+#[command(name = "mds", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the ModelDeploymentScaler CustomResourceDefinition as YAML.
+    ///
+    /// The same file is checked in as deploy/crds/modeldeploymentscalers.worker.gpustack.ai.yaml.
+    /// Apply it with: mds crd | kubectl apply -f -
+    Crd,
+    /// Check ModelDeploymentScaler manifests offline with the admission rules.
+    ///
+    /// Reads YAML files (multi-document; '-' is standard input), applies the stored defaults
+    /// and runs every admission rule. ModelDeployment documents given with --target, or found
+    /// among the inputs, are used as targets for scalers whose targetRef names them, which
+    /// enables the target-dependent rules (bounds for every target role, role kinds, generated
+    /// name lengths). Documents of other kinds are skipped.
+    ///
+    /// Exit status: 0 all scalers valid (warnings are printed), 1 at least one scaler is
+    /// invalid (every error is listed as `path: message`), 2 an input could not be read or
+    /// parsed as YAML.
+    Validate(commands::validate::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Crd => commands::crd::run(),
+        Command::Validate(args) => commands::validate::run(&args),
+    }
+}
