@@ -376,7 +376,11 @@ mod tests {
         ));
         assert!(matches!(
             parse_decimal("1e9999"),
-            Err(QuantityError::Malformed(_))
+            Err(QuantityError::TooLarge(_))
+        ));
+        assert!(matches!(
+            parse_decimal("1e-9999"),
+            Err(QuantityError::TooPrecise(_))
         ));
         assert!(parse_decimal("9223372036854775807").is_ok());
         assert!(matches!(

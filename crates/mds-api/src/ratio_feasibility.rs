@@ -169,25 +169,25 @@ impl<'a> Search<'a> {
     fn domain(&self, role: usize) -> Option<(i64, i64)> {
         let (mut lo, mut hi) = (self.bounds[role].0 as i128, self.bounds[role].1 as i128);
         for band in &self.bands {
-            if band.numerator == role {
-                if let Some(den) = self.values[band.denominator] {
-                    // role / den in [min, max]  ⇔  role in [ceil(min·den), floor(max·den)]
-                    if let Some(min) = band.min {
-                        lo = lo.max(min.ceil_times(den));
-                    }
-                    if let Some(max) = band.max {
-                        hi = hi.min(max.floor_times(den));
-                    }
+            if band.numerator == role
+                && let Some(den) = self.values[band.denominator]
+            {
+                // role / den in [min, max]  ⇔  role in [ceil(min·den), floor(max·den)]
+                if let Some(min) = band.min {
+                    lo = lo.max(min.ceil_times(den));
                 }
-            } else if band.denominator == role {
-                if let Some(num) = self.values[band.numerator] {
-                    // num / role in [min, max]  ⇔  role in [ceil(num/max), floor(num/min)]
-                    if let Some(max) = band.max {
-                        lo = lo.max(max.ceil_div_into(num));
-                    }
-                    if let Some(min) = band.min {
-                        hi = hi.min(min.floor_div_into(num));
-                    }
+                if let Some(max) = band.max {
+                    hi = hi.min(max.floor_times(den));
+                }
+            } else if band.denominator == role
+                && let Some(num) = self.values[band.numerator]
+            {
+                // num / role in [min, max]  ⇔  role in [ceil(num/max), floor(num/min)]
+                if let Some(max) = band.max {
+                    lo = lo.max(max.ceil_div_into(num));
+                }
+                if let Some(min) = band.min {
+                    hi = hi.min(min.floor_div_into(num));
                 }
             }
         }

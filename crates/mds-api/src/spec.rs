@@ -29,33 +29,13 @@ pub const VERSION: &str = "v1";
     category = "gpustack",
     status = "ModelDeploymentScalerStatus",
     derive = "PartialEq",
-    printcolumn(json_path = ".spec.targetRef.name", name = "Target", type_ = "string"),
-    printcolumn(json_path = ".spec.mode", name = "Mode", type_ = "string"),
-    printcolumn(
-        json_path = ".spec.algorithm.type",
-        name = "Algorithm",
-        type_ = "string"
-    ),
-    printcolumn(
-        json_path = ".status.conditions[?(@.type==\"Bound\")].status",
-        name = "Bound",
-        type_ = "string"
-    ),
-    printcolumn(
-        json_path = ".status.conditions[?(@.type==\"Active\")].status",
-        name = "Active",
-        type_ = "string"
-    ),
-    printcolumn(
-        json_path = ".status.conditions[?(@.type==\"Blocked\")].status",
-        name = "Blocked",
-        type_ = "string"
-    ),
-    printcolumn(
-        json_path = ".metadata.creationTimestamp",
-        name = "Age",
-        type_ = "date"
-    )
+    printcolumn = r#"{"name": "Target", "type": "string", "jsonPath": ".spec.targetRef.name"}"#,
+    printcolumn = r#"{"name": "Mode", "type": "string", "jsonPath": ".spec.mode"}"#,
+    printcolumn = r#"{"name": "Algorithm", "type": "string", "jsonPath": ".spec.algorithm.type"}"#,
+    printcolumn = r#"{"name": "Bound", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Bound\")].status"}"#,
+    printcolumn = r#"{"name": "Active", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Active\")].status"}"#,
+    printcolumn = r#"{"name": "Blocked", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Blocked\")].status"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ModelDeploymentScalerSpec {
@@ -235,7 +215,7 @@ pub struct ProportionalParams {
     /// The measured metric: QueueDepth (running plus waiting requests), RunningRequests,
     /// WaitingRequests, PromptTokensPerSecond, GenerationTokensPerSecond or
     /// TotalTokensPerSecond (prompt plus generation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(required)]
     pub metric: Option<ProportionalMetric>,
     /// Deadband around the target: no change while |load/target - 1| is at most tolerance.
@@ -313,7 +293,7 @@ pub struct TokenThroughputParams {
 pub struct PredictiveParams {
     /// The TokenThroughput fallback used during warm-up and as the floor of every forecast;
     /// same fields, defaults and rules as algorithm.tokenThroughput.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(required)]
     pub token_throughput: Option<TokenThroughputParams>,
     /// Seconds ahead the demand is forecast; 30 to 600, default 300.

@@ -202,9 +202,13 @@ fn check_token_throughput(
         10,
         300,
     );
-    if let (Some(stable), Some(panic)) = (params.stable_window_seconds, params.panic_window_seconds)
-        && panic >= stable
-    {
+    let stable = params
+        .stable_window_seconds
+        .unwrap_or(crate::defaults::values::STABLE_WINDOW_SECONDS);
+    let panic = params
+        .panic_window_seconds
+        .unwrap_or(crate::defaults::values::PANIC_WINDOW_SECONDS);
+    if panic >= stable {
         report.warn(
             format!("{base}.panicWindowSeconds"),
             format!(
@@ -353,7 +357,9 @@ fn check_predictive(
             Err(e) => report.error(path, format!("the quantity {e}")),
             Ok(v) if !v.is_positive() => report.warn(
                 path,
-                format!("{quantity:?} is not positive, so the filter uses the default {default:?}"),
+                format!(
+                    "\"{quantity}\" is not positive, so the filter uses the default {default:?}"
+                ),
             ),
             Ok(_) => {}
         }

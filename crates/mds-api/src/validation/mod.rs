@@ -86,7 +86,7 @@ impl Report {
             Ok(v) if !v.is_positive() => {
                 self.error(
                     path,
-                    format!("{quantity:?} must be a positive quantity, such as \"1\" or \"0.5\""),
+                    format!("\"{quantity}\" must be a positive quantity, such as \"1\" or \"0.5\""),
                 );
                 None
             }

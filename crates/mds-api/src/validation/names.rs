@@ -22,26 +22,6 @@ pub fn is_dns1123_subdomain(name: &str) -> bool {
     name.len() <= 253 && name.split('.').all(is_dns1123_label)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn name_rules() {
-        assert!(is_dns1123_label("llm-serving"));
-        assert!(is_dns1123_label("7b"));
-        assert!(!is_dns1123_label("Decode"));
-        assert!(!is_dns1123_label("-a"));
-        assert!(!is_dns1123_label("a-"));
-        assert!(!is_dns1123_label(""));
-        assert!(!is_dns1123_label(&"a".repeat(64)));
-        assert!(is_dns1035_label("a7"));
-        assert!(!is_dns1035_label("7b"));
-        assert!(is_dns1123_subdomain("llm.serving"));
-        assert!(!is_dns1123_subdomain("llm..serving"));
-    }
-}
-
 /// A role as the generated-name rules see it.
 pub(super) struct NamedRole<'a> {
     pub name: &'a str,
@@ -104,4 +84,24 @@ pub(super) fn generated_name_problems(
         check("role", format!("{md}-{}", role.name), false);
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_rules() {
+        assert!(is_dns1123_label("llm-serving"));
+        assert!(is_dns1123_label("7b"));
+        assert!(!is_dns1123_label("Decode"));
+        assert!(!is_dns1123_label("-a"));
+        assert!(!is_dns1123_label("a-"));
+        assert!(!is_dns1123_label(""));
+        assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(is_dns1035_label("a7"));
+        assert!(!is_dns1035_label("7b"));
+        assert!(is_dns1123_subdomain("llm.serving"));
+        assert!(!is_dns1123_subdomain("llm..serving"));
+    }
 }

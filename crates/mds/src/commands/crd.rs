@@ -23,3 +23,22 @@ pub fn run() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHECKED_IN: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/crds/modeldeploymentscalers.worker.gpustack.ai.yaml"
+    );
+
+    #[test]
+    fn checked_in_crd_matches_the_types() {
+        let checked_in = std::fs::read_to_string(CHECKED_IN).expect("the CRD file is checked in");
+        assert!(
+            checked_in == crd_yaml(),
+            "deploy/crds is out of date with the mds-api types; regenerate it with\n  cargo run -- crd > deploy/crds/modeldeploymentscalers.worker.gpustack.ai.yaml"
+        );
+    }
+}

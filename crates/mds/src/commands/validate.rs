@@ -311,3 +311,172 @@ fn check_scaler(
         Outcome::Invalid
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn run_on(texts: &[(&str, &str)], targets: &[&str]) -> (Outcome, String, String) {
+        let inputs: Vec<Input> = texts
+            .iter()
+            .map(|(name, text)| Input {
+                name: name.to_string(),
+                bytes: Ok(text.as_bytes().to_vec()),
+            })
+            .collect();
+        let targets: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
+        let (mut out, mut err) = (String::new(), String::new());
+        let outcome = check_inputs(&inputs, &targets, false, &mut out, &mut err);
+        (outcome, out, err)
+    }
+
+    const SCALER: &str = "apiVersion: worker.gpustack.ai/v1
+kind: ModelDeploymentScaler
+metadata:
+  name: s
+spec:
+  targetRef:
+    name: md
+  roles:
+    - name: server
+      maxReplicas: 4
+  algorithm:
+    proportional:
+      metric: QueueDepth
+      roleTargets:
+        - name: server
+          target: \"8\"
+";
+
+    #[test]
+    fn type_errors_name_the_path() {
+        let text = SCALER.replace("maxReplicas: 4", "maxReplicas: many");
+        let (outcome, out, _) = run_on(&[("a.yaml", &text)], &[]);
+        assert_eq!(outcome, Outcome::Invalid);
+        assert!(
+            out.contains("spec.roles[0].maxReplicas: invalid type"),
+            "{out}"
+        );
+        let text = SCALER.replace("metric: QueueDepth", "metric: Queue");
+        let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
+        assert!(
+            out.contains("spec.algorithm.proportional.metric: unknown variant `Queue`"),
+            "{out}"
+        );
+        let text = SCALER.replace("target: \"8\"", "target: 0.5");
+        let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
+        assert!(out.contains("quote it as a string"), "{out}");
+    }
+
+    #[test]
+    fn unknown_fields_are_warned_about() {
+        let text = SCALER.replace("maxReplicas: 4", "maxReplicas: 4\n      maxReplica: 5");
+        let (outcome, out, _) = run_on(&[("a.yaml", &text)], &[]);
+        assert_eq!(outcome, Outcome::Valid, "{out}");
+        assert!(out.contains("warning: spec.roles.0.maxReplica"), "{out}");
+    }
+
+    #[test]
+    fn targets_from_the_inputs_enable_target_rules() {
+        let target = "apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata:
+  name: md
+spec:
+  engine: {name: vLLM}
+  roles:
+    - name: server
+    - name: extra
+";
+        let (outcome, out, _) = run_on(&[("t.yaml", target), ("a.yaml", SCALER)], &["t.yaml"]);
+        assert_eq!(outcome, Outcome::Invalid);
+        assert!(
+            out.contains("checked against ModelDeployment \"md\""),
+            "{out}"
+        );
+        assert!(out.contains("spec.roles: target role \"extra\""), "{out}");
+        // The same pair in one multi-document file.
+        let both = format!("{target}---\n{SCALER}");
+        let (outcome, _, _) = run_on(&[("both.yaml", &both)], &[]);
+        assert_eq!(outcome, Outcome::Invalid);
+    }
+
+    #[test]
+    fn other_kinds_are_skipped_and_empty_input_is_reported() {
+        let (outcome, out, err) = run_on(&[("cm.yaml", "apiVersion: v1\nkind: ConfigMap\n")], &[]);
+        assert_eq!(outcome, Outcome::Valid);
+        assert!(out.is_empty());
+        assert!(err.contains("skipped: kind \"ConfigMap\""), "{err}");
+        assert!(
+            err.contains("no ModelDeploymentScaler documents found"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn yaml_syntax_errors_are_unreadable_with_a_line() {
+        let (outcome, _, err) = run_on(&[("bad.yaml", "spec:\n  roles: [\n")], &[]);
+        assert_eq!(outcome, Outcome::Unreadable);
+        assert!(err.contains("bad.yaml: line "), "{err}");
+        let (outcome, _, err) = run_on(&[("list.yaml", "- a\n- b\n")], &[]);
+        assert_eq!(outcome, Outcome::Unreadable);
+        assert!(err.contains("expected a mapping"), "{err}");
+    }
+
+    #[test]
+    fn the_worst_outcome_wins() {
+        let invalid = SCALER.replace("maxReplicas: 4", "maxReplicas: 2000");
+        let (outcome, out, _) = run_on(&[("ok.yaml", SCALER), ("bad.yaml", &invalid)], &[]);
+        assert_eq!(outcome, Outcome::Invalid);
+        assert!(
+            out.contains("ok.yaml: document 1: ModelDeploymentScaler s: valid"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  spec.roles[0].maxReplicas: 2000 is out of range; allowed is 1 to 1024"),
+            "{out}"
+        );
+        let (outcome, _, _) = run_on(&[("bad.yaml", &invalid), ("u.yaml", "a: [")], &[]);
+        assert_eq!(outcome, Outcome::Unreadable);
+    }
+
+    /// Fragments that make random documents likely to reach the deeper parsing paths.
+    fn fragment() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("apiVersion: worker.gpustack.ai/v1\n".to_string()),
+            Just("kind: ModelDeploymentScaler\n".to_string()),
+            Just("kind: ModelDeployment\n".to_string()),
+            Just("metadata: {name: s}\n".to_string()),
+            Just("spec:\n  targetRef: {name: md}\n".to_string()),
+            Just("  roles: [{name: server, maxReplicas: 4, minReplicas: 9}]\n".to_string()),
+            Just(
+                "  ratios: [{numeratorRole: a, denominatorRole: a, min: \"1e400\"}]\n".to_string()
+            ),
+            Just("  algorithm: {predictive: {qLevel: \"-0\"}}\n".to_string()),
+            Just("---\n".to_string()),
+            Just("&a [*a]\n".to_string()),
+            "[ -~\\n]{0,12}",
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let inputs = [Input { name: "fuzz".into(), bytes: Ok(bytes) }];
+            let (mut out, mut err) = (String::new(), String::new());
+            let _ = check_inputs(&inputs, &[], true, &mut out, &mut err);
+        }
+
+        #[test]
+        fn never_panics_on_manifest_like_text(parts in proptest::collection::vec(fragment(), 0..14)) {
+            let text = parts.concat();
+            let inputs = [Input { name: "fuzz".into(), bytes: Ok(text.into_bytes()) }];
+            let (mut out, mut err) = (String::new(), String::new());
+            let outcome = check_inputs(&inputs, &[], true, &mut out, &mut err);
+            if outcome == Outcome::Unreadable {
+                prop_assert!(!err.is_empty());
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The `mds` binary as a user runs it: exit codes, output and standard input.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn mds(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mds"))
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mds runs");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn every_example_validates() {
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(repo().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    examples.sort();
+    assert!(examples.len() >= 4, "{examples:?}");
+    for example in examples {
+        let out = mds(&["validate", "-f", example.to_str().unwrap()], None);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}{}",
+            example.display(),
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stdout).contains(": valid"),
+            "{}",
+            text(&out.stdout)
+        );
+        assert!(
+            !text(&out.stdout).contains("warning"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+}
+
+#[test]
+fn invalid_manifests_exit_1_and_list_every_error() {
+    let manifest = "apiVersion: worker.gpustack.ai/v1
+kind: ModelDeploymentScaler
+metadata: {name: broken}
+spec:
+  targetRef: {name: md}
+  sampling: {intervalSeconds: 1}
+  roles:
+    - {name: prefill, minReplicas: 8, maxReplicas: 4}
+    - {name: decode, maxReplicas: 4}
+  ratios:
+    - {numeratorRole: prefill, denominatorRole: decode, min: \"2\", target: \"1\"}
+  algorithm:
+    tokenThroughput: {prefillTargetTokensPerSecond: \"2k\", panicThreshold: \"0\"}
+";
+    let out = mds(&["validate", "-f", "-"], Some(manifest));
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    for line in [
+        "-: document 1: ModelDeploymentScaler broken: invalid",
+        "  spec.sampling.intervalSeconds: 1 is out of range; allowed is 5 to 300",
+        "  spec.roles[0].minReplicas: 8 is greater than maxReplicas 4",
+        "  spec.ratios[0].target: 1 is below min 2",
+        "  spec.algorithm.tokenThroughput.panicThreshold: \"0\" must be a positive quantity",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
+    }
+}
+
+#[test]
+fn unreadable_input_exits_2_with_the_reason() {
+    let out = mds(&["validate", "-f", "-"], Some("spec:\n  roles: [\n"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("-: line "),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = mds(&["validate", "-f", "no/such/file.yaml"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no/such/file.yaml: cannot read"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn show_defaults_prints_the_stored_object() {
+    let out = mds(
+        &[
+            "validate",
+            "-f",
+            "examples/token-throughput.yaml",
+            "--show-defaults",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    for line in [
+        "maxStepReplicas: 4",
+        "stableWindowSeconds: 180",
+        "policy: Opposing",
+        "intervalSeconds: 15",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
+    }
+}
+
+#[test]
+fn target_flag_enables_target_rules() {
+    let target = "apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: llm-serving}
+spec:
+  engine: {name: vLLM}
+  roles:
+    - {name: server, command: [python, serve.py]}
+";
+    let dir = std::env::temp_dir().join(format!("mds-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("target.yaml");
+    std::fs::write(&path, target).unwrap();
+    let out = mds(
+        &[
+            "validate",
+            "-f",
+            "examples/proportional.yaml",
+            "--target",
+            path.to_str().unwrap(),
+        ],
+        None,
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("spec.roles[0]: role \"server\" runs a custom command"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn crd_command_prints_the_checked_in_crd() {
+    let out = mds(&["crd"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let checked_in = std::fs::read_to_string(
+        repo().join("deploy/crds/modeldeploymentscalers.worker.gpustack.ai.yaml"),
+    )
+    .unwrap();
+    assert_eq!(text(&out.stdout), checked_in);
+}
+
+#[test]
+fn help_explains_the_commands() {
+    let out = mds(&["--help"], None);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("validate") && stdout.contains("crd"),
+        "{stdout}"
+    );
+    let out = mds(&["validate", "--help"], None);
+    assert!(
+        text(&out.stdout).contains("Exit status"),
+        "{}",
+        text(&out.stdout)
+    );
+}
