@@ -104,4 +104,56 @@ mod tests {
         assert!(is_dns1123_subdomain("llm.serving"));
         assert!(!is_dns1123_subdomain("llm..serving"));
     }
+
+    fn role(name: &str, size: i32, max_replicas: i32) -> NamedRole<'_> {
+        NamedRole {
+            name,
+            size,
+            max_replicas,
+        }
+    }
+
+    #[test]
+    fn generated_names_are_checked_at_max_replicas() {
+        // size 1: only <md>-<role> matters, whatever the ordinal.
+        let md = "m".repeat(55);
+        assert!(generated_name_problems(&md, &role("decode", 1, 1024), &[]).is_empty());
+        assert_eq!(
+            generated_name_problems(&md, &role("decode-long", 1, 2), &[]).len(),
+            1,
+            "56 + 12 characters"
+        );
+        // size > 1: the Pod name gains digits with the ordinal: r9 fits, r10 does not.
+        let md = "m".repeat(50); // 50 + "-decode-r9-m1" (13) = 63
+        assert!(generated_name_problems(&md, &role("decode", 2, 10), &[]).is_empty());
+        let problems = generated_name_problems(&md, &role("decode", 2, 11), &[]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("-decode-r10-m1"), "{problems:?}");
+        // Services are DNS-1035 labels: a deployment name starting with a digit fails.
+        let problems = generated_name_problems("7b", &role("decode", 2, 4), &[]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("start with a letter"));
+    }
+
+    #[test]
+    fn instance_services_must_not_collide_with_other_roles() {
+        let others = [
+            role("decode", 2, 4),
+            role("decode-r3", 1, 1),
+            role("decode-r7", 1, 1),
+        ];
+        let problems = generated_name_problems("md", &others[0], &others);
+        assert_eq!(
+            problems.len(),
+            1,
+            "only ordinal 3 is reachable: {problems:?}"
+        );
+        assert!(problems[0].contains("\"decode-r3\""));
+        let others = [
+            role("decode", 2, 4),
+            role("decode-r03", 1, 1),
+            role("decode-rx", 1, 1),
+        ];
+        assert!(generated_name_problems("md", &others[0], &others).is_empty());
+    }
 }

@@ -364,6 +364,17 @@ spec:
             out.contains("spec.algorithm.proportional.metric: unknown variant `Queue`"),
             "{out}"
         );
+        let text = format!(
+            "{SCALER}  behavior:\n    scaleDown:\n      stepPolicy: {{type: Replicas, value: 1}}\n"
+        );
+        let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
+        assert!(out.contains("spec.behavior.scaleDown.stepPolicy.type: unknown variant `Replicas`, expected `Pods` or `Percent`"), "{out}");
+        let text = format!("{SCALER}  behavior:\n    scaleUp:\n      stepPolicy: {{type: Pods}}\n");
+        let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
+        assert!(
+            out.contains("spec.behavior.scaleUp.stepPolicy: missing field `value`"),
+            "{out}"
+        );
         let text = SCALER.replace("target: \"8\"", "target: 0.5");
         let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
         assert!(out.contains("quote it as a string"), "{out}");
