@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 /// mds plans the replica counts of GPUStack ModelDeployments from vLLM and SGLang engine
 /// metrics. One ModelDeploymentScaler (short name mds) owns one target's counts.
 #[derive(Parser, Debug)]
-#[command(name = "mds", version, about, long_about = None, propagate_version = true)]
+#[command(name = "mds", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
