@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +13,7 @@ use crate::quantity::Quantity;
 pub type ReplicaVector = BTreeMap<String, i32>;
 
 /// Observed state of a ModelDeploymentScaler. Written only when its control plane moves.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelDeploymentScalerStatus {
     /// Scaler generation this report was computed from.
@@ -23,6 +24,7 @@ pub struct ModelDeploymentScalerStatus {
     pub binding: Option<BindingStatus>,
     /// Observation and recommendation per role.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub roles: Vec<RoleStatus>,
     /// The latest write to the target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,9 +40,11 @@ pub struct ModelDeploymentScalerStatus {
     pub last_scale_down: Option<LastScaleDown>,
     /// Demand history (TokenThroughput) and filter state (Predictive) per role.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub predictors: Vec<PredictorStatus>,
     /// Bound, Active, MetricsReady and Blocked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
 }
 
