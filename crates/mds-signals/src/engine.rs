@@ -1,0 +1,413 @@
+//! Engine adapters: one parsed page of a vLLM or SGLang Pod → an [`EngineSample`] with the
+//! series the scaler uses, after the rank rule (ENGINE-METRICS.md §2, §3, §4).
+
+use std::collections::BTreeMap;
+
+pub use mds_api::target::EngineKind;
+
+use crate::exposition::Page;
+use crate::rank::{Child, PidCollapse, children};
+
+/// Counters the prompt and generation demand are computed from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Counter {
+    /// All prompt tokens, cached included.
+    Prompt,
+    /// Output tokens.
+    Generation,
+    /// vLLM prompt tokens served from the prefix cache.
+    PrefixHits,
+    /// SGLang `prefill_effective_tokens_total{mode="input"}`: tokens actually prefilled.
+    EffectiveInput,
+    /// SGLang `prefill_effective_tokens_total{mode=~"device_hit|host_hit|storage_hit"}`.
+    EffectiveHit,
+    /// SGLang `cached_tokens_total`, any `cache_source`.
+    Cached,
+}
+
+/// Latency histograms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Latency {
+    Ttft,
+    Itl,
+}
+
+/// One cumulative histogram child.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Histogram {
+    /// `(le, cumulative count)`, ascending by `le`; `+Inf` last when present.
+    pub buckets: Vec<(f64, f64)>,
+    pub sum: Option<f64>,
+    pub count: Option<f64>,
+}
+
+/// How a series on the page was treated, for `mds inspect-metrics`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SeriesUse {
+    pub name: String,
+    pub used: bool,
+    pub note: String,
+}
+
+/// What the scaler reads from one scrape of one Pod.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct EngineSample {
+    /// Σ running requests over schedulers; `None` when the family is absent.
+    pub running: Option<f64>,
+    /// Σ waiting requests.
+    pub waiting: Option<f64>,
+    /// SGLang decode servers: Σ requests whose KV is still arriving.
+    pub decode_transfer: Option<f64>,
+    /// KV usage fraction per de-duplicated scheduler (NaN values left out).
+    pub kv_usage: Vec<f64>,
+    /// Counter children by (counter, identity key).
+    pub counters: BTreeMap<(Counter, String), f64>,
+    /// Histogram children by (latency, identity key without `le`).
+    pub histograms: BTreeMap<(Latency, String), Histogram>,
+    /// `_created` and `process_start_time_seconds` values: a change means a new process.
+    pub process_marks: BTreeMap<String, f64>,
+    /// Which series were used and which ignored, and why.
+    pub series: Vec<SeriesUse>,
+}
+
+impl EngineSample {
+    fn note(&mut self, name: &str, used: bool, note: impl Into<String>) {
+        self.series.push(SeriesUse {
+            name: name.to_string(),
+            used,
+            note: note.into(),
+        });
+    }
+
+    /// Sums a gauge family after the rank rule; notes its use.
+    fn gauge_sum(&mut self, page: &Page<'_>, name: &str, what: &str) -> Option<f64> {
+        let kids = children(page, name, PidCollapse::Max);
+        let values: Vec<f64> = kids
+            .iter()
+            .map(|c| c.value)
+            .filter(|v| v.is_finite())
+            .collect();
+        if values.is_empty() {
+            return None;
+        }
+        self.note(name, true, format!("{what}: {} scheduler(s)", values.len()));
+        Some(values.iter().sum())
+    }
+
+    fn kv_fractions(&mut self, page: &Page<'_>, name: &str) -> bool {
+        let kids = children(page, name, PidCollapse::Mean);
+        if kids.is_empty() {
+            return false;
+        }
+        self.kv_usage = kids
+            .iter()
+            .map(|c| c.value)
+            .filter(|v| !v.is_nan())
+            .collect();
+        self.note(name, true, format!("KV usage: {} scheduler(s)", kids.len()));
+        true
+    }
+
+    fn add_counter(
+        &mut self,
+        page: &Page<'_>,
+        name: &str,
+        counter: Counter,
+        filter: impl Fn(&Child) -> bool,
+    ) -> usize {
+        let mut added = 0;
+        for child in children(page, name, PidCollapse::Max)
+            .into_iter()
+            .filter(|c| filter(c))
+        {
+            self.counters
+                .insert((counter, child.key_without("")), child.value);
+            added += 1;
+        }
+        added
+    }
+
+    fn add_histogram(&mut self, page: &Page<'_>, base: &str, latency: Latency) -> bool {
+        let buckets = children(page, &format!("{base}_bucket"), PidCollapse::Max);
+        let sums = children(page, &format!("{base}_sum"), PidCollapse::Max);
+        let counts = children(page, &format!("{base}_count"), PidCollapse::Max);
+        if buckets.is_empty() && sums.is_empty() && counts.is_empty() {
+            return false;
+        }
+        for child in &buckets {
+            let Some(le) = child.label("le").and_then(|le| le.parse::<f64>().ok()) else {
+                continue;
+            };
+            let entry = self
+                .histograms
+                .entry((latency, child.key_without("le")))
+                .or_default();
+            entry.buckets.push((le, child.value));
+        }
+        for child in &sums {
+            self.histograms
+                .entry((latency, child.key_without("")))
+                .or_default()
+                .sum = Some(child.value);
+        }
+        for child in &counts {
+            self.histograms
+                .entry((latency, child.key_without("")))
+                .or_default()
+                .count = Some(child.value);
+        }
+        for histogram in self.histograms.values_mut() {
+            histogram.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        self.note(base, true, format!("{latency:?} histogram"));
+        true
+    }
+
+    /// Records every `_created` gauge and `process_start_time_seconds`.
+    fn process_marks(&mut self, page: &Page<'_>) {
+        for sample in &page.samples {
+            if sample.name.ends_with("_created") || sample.name == "process_start_time_seconds" {
+                let mut key = sample.name.to_string();
+                for label in page.labels(sample) {
+                    key.push_str(&format!(",{}={}", label.name, label.value));
+                }
+                self.process_marks.insert(key, sample.value);
+            }
+        }
+    }
+}
+
+/// Reads one page of the given engine.
+pub fn read(engine: EngineKind, page: &Page<'_>) -> EngineSample {
+    let mut sample = EngineSample::default();
+    match engine {
+        EngineKind::Vllm => read_vllm(page, &mut sample),
+        EngineKind::Sglang => read_sglang(page, &mut sample),
+    }
+    sample.process_marks(page);
+    sample.series.sort();
+    sample
+}
+
+/// Uses the first present of `names`; notes the others as ignored duplicates.
+fn first_present<'n>(page: &Page<'_>, names: &[&'n str]) -> Option<&'n str> {
+    names
+        .iter()
+        .copied()
+        .find(|name| page.samples.iter().any(|s| s.name == *name))
+}
+
+fn note_shadowed(sample: &mut EngineSample, page: &Page<'_>, chosen: Option<&str>, names: &[&str]) {
+    for name in names {
+        if Some(*name) != chosen && page.samples.iter().any(|s| s.name == *name) {
+            sample.note(
+                name,
+                false,
+                format!(
+                    "legacy name; {} is preferred and never summed with it",
+                    chosen.unwrap_or("?")
+                ),
+            );
+        }
+    }
+}
+
+fn read_vllm(page: &Page<'_>, sample: &mut EngineSample) {
+    sample.running = sample.gauge_sum(page, "vllm:num_requests_running", "running");
+    sample.waiting = sample.gauge_sum(page, "vllm:num_requests_waiting", "waiting");
+    if page
+        .samples
+        .iter()
+        .any(|s| s.name == "vllm:num_requests_waiting_by_reason")
+    {
+        sample.note(
+            "vllm:num_requests_waiting_by_reason",
+            false,
+            "parts of num_requests_waiting; never added to it",
+        );
+    }
+
+    let kv_names = ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"];
+    let kv = first_present(page, &kv_names);
+    if let Some(name) = kv {
+        sample.kv_fractions(page, name);
+    }
+    note_shadowed(sample, page, kv, &kv_names);
+
+    if sample.add_counter(page, "vllm:prompt_tokens_total", Counter::Prompt, |_| true) > 0 {
+        sample.note(
+            "vllm:prompt_tokens_total",
+            true,
+            "prompt tokens (cached included)",
+        );
+    }
+    if sample.add_counter(
+        page,
+        "vllm:generation_tokens_total",
+        Counter::Generation,
+        |_| true,
+    ) > 0
+    {
+        sample.note("vllm:generation_tokens_total", true, "generation tokens");
+    }
+    if sample.add_counter(
+        page,
+        "vllm:prefix_cache_hits_total",
+        Counter::PrefixHits,
+        |_| true,
+    ) > 0
+    {
+        sample.note(
+            "vllm:prefix_cache_hits_total",
+            true,
+            "prefix-cache hit tokens, subtracted from prompt tokens",
+        );
+        if page
+            .samples
+            .iter()
+            .any(|s| s.name == "vllm:gpu_prefix_cache_hits_total")
+        {
+            sample.note(
+                "vllm:gpu_prefix_cache_hits_total",
+                false,
+                "legacy name; vllm:prefix_cache_hits_total is preferred and never summed with it",
+            );
+        }
+    } else if page
+        .samples
+        .iter()
+        .any(|s| s.name == "vllm:gpu_prefix_cache_hits_total")
+    {
+        // 0.8.x counts blocks, not tokens: subtracting them would be wrong (§5.3).
+        let in_blocks = page
+            .help("vllm:gpu_prefix_cache_hits_total")
+            .is_some_and(|h| h.to_ascii_lowercase().contains("block"));
+        if in_blocks {
+            sample.note(
+                "vllm:gpu_prefix_cache_hits_total",
+                false,
+                "counts blocks (HELP says so), not tokens; prompt demand uses prompt tokens alone",
+            );
+        } else {
+            sample.add_counter(
+                page,
+                "vllm:gpu_prefix_cache_hits_total",
+                Counter::PrefixHits,
+                |_| true,
+            );
+            sample.note(
+                "vllm:gpu_prefix_cache_hits_total",
+                true,
+                "legacy prefix-cache hit tokens, subtracted from prompt tokens",
+            );
+        }
+    }
+    for ignored in [
+        "vllm:prefix_cache_queries_total",
+        "vllm:external_prefix_cache_hits_total",
+    ] {
+        if page.samples.iter().any(|s| s.name == ignored) {
+            sample.note(ignored, false, "not subtracted: queries never cap hits; connector hits are not local prefill savings");
+        }
+    }
+
+    sample.add_histogram(page, "vllm:time_to_first_token_seconds", Latency::Ttft);
+    let itl_names = [
+        "vllm:inter_token_latency_seconds",
+        "vllm:time_per_output_token_seconds",
+    ];
+    let itl = itl_names
+        .iter()
+        .copied()
+        .find(|base| page.samples.iter().any(|s| s.name.starts_with(base)));
+    if let Some(base) = itl {
+        sample.add_histogram(page, base, Latency::Itl);
+    }
+    for base in itl_names {
+        if Some(base) != itl && page.samples.iter().any(|s| s.name.starts_with(base)) {
+            sample.note(
+                base,
+                false,
+                format!(
+                    "legacy name; {} is preferred and never summed with it",
+                    itl.unwrap_or("?")
+                ),
+            );
+        }
+    }
+}
+
+fn read_sglang(page: &Page<'_>, sample: &mut EngineSample) {
+    sample.running = sample.gauge_sum(page, "sglang:num_running_reqs", "running");
+    sample.waiting = sample.gauge_sum(page, "sglang:num_queue_reqs", "waiting");
+    sample.decode_transfer = sample.gauge_sum(
+        page,
+        "sglang:num_decode_transfer_queue_reqs",
+        "decode transfer queue (added to waiting on Decode roles)",
+    );
+    sample.kv_fractions(page, "sglang:token_usage");
+
+    if sample.add_counter(page, "sglang:prompt_tokens_total", Counter::Prompt, |_| {
+        true
+    }) > 0
+    {
+        sample.note(
+            "sglang:prompt_tokens_total",
+            true,
+            "prompt tokens of finished requests (cached included)",
+        );
+    }
+    if sample.add_counter(
+        page,
+        "sglang:generation_tokens_total",
+        Counter::Generation,
+        |_| true,
+    ) > 0
+    {
+        sample.note(
+            "sglang:generation_tokens_total",
+            true,
+            "generation tokens of finished requests",
+        );
+    }
+    let effective = "sglang:prefill_effective_tokens_total";
+    let inputs = sample.add_counter(page, effective, Counter::EffectiveInput, |c| {
+        c.label("mode") == Some("input")
+    });
+    let hits = sample.add_counter(page, effective, Counter::EffectiveHit, |c| {
+        matches!(
+            c.label("mode"),
+            Some("device_hit" | "host_hit" | "storage_hit")
+        )
+    });
+    if inputs + hits > 0 {
+        sample.note(
+            effective,
+            true,
+            "tokens actually prefilled (mode=input), and per-tier hits",
+        );
+    }
+    if sample.add_counter(page, "sglang:cached_tokens_total", Counter::Cached, |_| {
+        true
+    }) > 0
+    {
+        sample.note(
+            "sglang:cached_tokens_total",
+            true,
+            "cached prompt tokens, used when effective tokens are absent",
+        );
+    }
+
+    sample.add_histogram(page, "sglang:time_to_first_token_seconds", Latency::Ttft);
+    let itl_names = [
+        "sglang:inter_token_latency_seconds",
+        "sglang:time_per_output_token_seconds",
+    ];
+    let itl = itl_names
+        .iter()
+        .copied()
+        .find(|base| page.samples.iter().any(|s| s.name.starts_with(base)));
+    if let Some(base) = itl {
+        sample.add_histogram(page, base, Latency::Itl);
+    }
+}

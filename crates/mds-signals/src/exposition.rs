@@ -1,0 +1,397 @@
+//! A zero-copy parser for the Prometheus text exposition format (0.0.4), as vLLM and SGLang
+//! serve it (ENGINE-METRICS.md §8).
+//!
+//! Names and label values borrow from the page; only a label value with escapes is copied.
+//! Labels of all samples live in one pool so a page costs a handful of allocations. A
+//! malformed line is skipped and recorded with its line number; it never discards the page's
+//! valid samples.
+
+use std::borrow::Cow;
+
+/// The declared type of a metric family (`# TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricType {
+    Counter,
+    Gauge,
+    Histogram,
+    Summary,
+    Untyped,
+}
+
+impl MetricType {
+    fn parse(text: &str) -> MetricType {
+        match text {
+            "counter" => MetricType::Counter,
+            "gauge" => MetricType::Gauge,
+            "histogram" => MetricType::Histogram,
+            "summary" => MetricType::Summary,
+            _ => MetricType::Untyped,
+        }
+    }
+}
+
+/// One label of a sample.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Label<'a> {
+    pub name: &'a str,
+    pub value: Cow<'a, str>,
+}
+
+/// One sample line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample<'a> {
+    pub name: &'a str,
+    labels: (u32, u32),
+    pub value: f64,
+    /// 1-based line number in the page.
+    pub line: u32,
+}
+
+/// A line that was not understood, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedLine {
+    pub line: u32,
+    pub reason: &'static str,
+}
+
+/// A parsed page.
+#[derive(Clone, Debug, Default)]
+pub struct Page<'a> {
+    pub samples: Vec<Sample<'a>>,
+    label_pool: Vec<Label<'a>>,
+    /// `# TYPE` declarations in page order.
+    pub types: Vec<(&'a str, MetricType)>,
+    /// `# HELP` texts in page order (escapes left as written).
+    pub helps: Vec<(&'a str, &'a str)>,
+    pub skipped: Vec<SkippedLine>,
+}
+
+impl<'a> Page<'a> {
+    /// The labels of a sample of this page.
+    pub fn labels(&self, sample: &Sample<'a>) -> &[Label<'a>] {
+        &self.label_pool[sample.labels.0 as usize..sample.labels.1 as usize]
+    }
+
+    /// The value of a label of a sample, if present.
+    pub fn label(&self, sample: &Sample<'a>, name: &str) -> Option<&str> {
+        self.labels(sample)
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| l.value.as_ref())
+    }
+
+    /// The declared type of the family a series belongs to. TYPE lines may name the base or
+    /// the `_total` form of a counter; histogram parts resolve to their base.
+    pub fn declared_type(&self, series: &str) -> Option<MetricType> {
+        let lookup = |name: &str| self.types.iter().find(|(n, _)| *n == name).map(|(_, t)| *t);
+        lookup(series).or_else(|| {
+            ["_total", "_bucket", "_count", "_sum", "_created"]
+                .iter()
+                .find_map(|suffix| series.strip_suffix(suffix).and_then(lookup))
+        })
+    }
+
+    /// The HELP text of a family (base or `_total` form).
+    pub fn help(&self, family: &str) -> Option<&'a str> {
+        let lookup = |name: &str| self.helps.iter().find(|(n, _)| *n == name).map(|(_, h)| *h);
+        lookup(family).or_else(|| family.strip_suffix("_total").and_then(lookup))
+    }
+}
+
+/// Parses a page. Never fails: bad lines land in [`Page::skipped`].
+pub fn parse(text: &str) -> Page<'_> {
+    let mut page = Page {
+        samples: Vec::with_capacity(text.len() / 96),
+        label_pool: Vec::with_capacity(text.len() / 24),
+        ..Page::default()
+    };
+    for (line_no, raw) in (1u32..).zip(text.split('\n')) {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let trimmed = line.trim_start_matches([' ', '\t']);
+        if trimmed.is_empty() {
+            continue;
+        }
+        if let Some(comment) = trimmed.strip_prefix('#') {
+            if comment.trim() == "EOF" {
+                break;
+            }
+            parse_comment(comment, &mut page);
+            continue;
+        }
+        let pool_start = page.label_pool.len();
+        match parse_sample(trimmed, &mut page.label_pool) {
+            Ok((name, value)) => page.samples.push(Sample {
+                name,
+                labels: (pool_start as u32, page.label_pool.len() as u32),
+                value,
+                line: line_no,
+            }),
+            Err(reason) => {
+                page.label_pool.truncate(pool_start);
+                page.skipped.push(SkippedLine {
+                    line: line_no,
+                    reason,
+                });
+            }
+        }
+    }
+    page
+}
+
+fn parse_comment<'a>(comment: &'a str, page: &mut Page<'a>) {
+    let mut parts = comment
+        .trim_start_matches([' ', '\t'])
+        .splitn(3, [' ', '\t']);
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("TYPE"), Some(name), Some(kind)) => {
+            page.types.push((name, MetricType::parse(kind.trim())));
+        }
+        (Some("HELP"), Some(name), help) => page.helps.push((name, help.unwrap_or("").trim_end())),
+        _ => {} // other comments carry nothing we use
+    }
+}
+
+fn is_name_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_' || b == b':'
+}
+
+fn is_name_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b':'
+}
+
+fn skip_blanks(bytes: &[u8], mut pos: usize) -> usize {
+    while pos < bytes.len() && (bytes[pos] == b' ' || bytes[pos] == b'\t') {
+        pos += 1;
+    }
+    pos
+}
+
+fn parse_sample<'a>(
+    line: &'a str,
+    labels: &mut Vec<Label<'a>>,
+) -> Result<(&'a str, f64), &'static str> {
+    let bytes = line.as_bytes();
+    if !is_name_start(bytes[0]) {
+        return Err("a sample line starts with a metric name");
+    }
+    let mut pos = 1;
+    while pos < bytes.len() && is_name_char(bytes[pos]) {
+        pos += 1;
+    }
+    let name = &line[..pos];
+    pos = skip_blanks(bytes, pos);
+    if pos < bytes.len() && bytes[pos] == b'{' {
+        pos = parse_labels(line, pos + 1, labels)?;
+        pos = skip_blanks(bytes, pos);
+    }
+    let value_start = pos;
+    while pos < bytes.len() && bytes[pos] != b' ' && bytes[pos] != b'\t' {
+        pos += 1;
+    }
+    if value_start == pos {
+        return Err("the sample has no value");
+    }
+    let value = parse_value(&line[value_start..pos]).ok_or("the value is not a number")?;
+    pos = skip_blanks(bytes, pos);
+    if pos < bytes.len() {
+        let stamp_start = pos;
+        while pos < bytes.len() && bytes[pos] != b' ' && bytes[pos] != b'\t' {
+            pos += 1;
+        }
+        if line[stamp_start..pos].parse::<i64>().is_err() {
+            return Err("the timestamp is not an integer");
+        }
+        if skip_blanks(bytes, pos) < bytes.len() {
+            return Err("unexpected text after the timestamp");
+        }
+    }
+    Ok((name, value))
+}
+
+fn parse_value(text: &str) -> Option<f64> {
+    // Rust's float grammar accepts "NaN", "+Inf", "-inf", "Infinity" in any case and
+    // exponents; it refuses hex, underscores and empty strings.
+    text.parse::<f64>().ok()
+}
+
+/// Parses `name="value",...}` starting after `{`; returns the position after `}`.
+fn parse_labels<'a>(
+    line: &'a str,
+    mut pos: usize,
+    labels: &mut Vec<Label<'a>>,
+) -> Result<usize, &'static str> {
+    let bytes = line.as_bytes();
+    let first = labels.len();
+    loop {
+        pos = skip_blanks(bytes, pos);
+        match bytes.get(pos) {
+            None => return Err("the label set is not closed with '}'"),
+            Some(b'}') => return Ok(pos + 1),
+            Some(&b) if b.is_ascii_alphabetic() || b == b'_' => {}
+            Some(_) => return Err("a label name is expected"),
+        }
+        let name_start = pos;
+        while pos < bytes.len() && (bytes[pos].is_ascii_alphanumeric() || bytes[pos] == b'_') {
+            pos += 1;
+        }
+        let name = &line[name_start..pos];
+        pos = skip_blanks(bytes, pos);
+        if bytes.get(pos) != Some(&b'=') {
+            return Err("a label name must be followed by '='");
+        }
+        pos = skip_blanks(bytes, pos + 1);
+        if bytes.get(pos) != Some(&b'"') {
+            return Err("a label value must be quoted");
+        }
+        pos += 1;
+        let value_start = pos;
+        let mut escaped = false;
+        loop {
+            match bytes.get(pos) {
+                None => return Err("a label value is not closed with '\"'"),
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    escaped = true;
+                    pos += 2;
+                }
+                Some(_) => pos += 1,
+            }
+        }
+        if pos > bytes.len() {
+            return Err("a label value is not closed with '\"'");
+        }
+        let raw = &line[value_start..pos];
+        pos += 1;
+        let value = if escaped {
+            Cow::Owned(unescape(raw))
+        } else {
+            Cow::Borrowed(raw)
+        };
+        if labels[first..].iter().any(|l| l.name == name) {
+            return Err("a label name appears twice");
+        }
+        labels.push(Label { name, value });
+        pos = skip_blanks(bytes, pos);
+        match bytes.get(pos) {
+            Some(b',') => pos += 1,
+            Some(b'}') => return Ok(pos + 1),
+            _ => return Err("labels are separated by ',' and closed with '}'"),
+        }
+    }
+}
+
+fn unescape(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('\\') => out.push('\\'),
+            Some('"') => out.push('"'),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> (String, Vec<(String, String)>, f64) {
+        let page = parse(text);
+        assert_eq!(page.samples.len(), 1, "{text:?}: {:?}", page.skipped);
+        let s = page.samples[0];
+        let labels = page
+            .labels(&s)
+            .iter()
+            .map(|l| (l.name.to_string(), l.value.to_string()))
+            .collect();
+        (s.name.to_string(), labels, s.value)
+    }
+
+    #[test]
+    fn tolerates_what_engines_emit() {
+        let (name, labels, value) =
+            one("vllm:num_requests_running{engine=\"0\",model_name=\"a/b\"} 14.0");
+        assert_eq!(name, "vllm:num_requests_running");
+        assert_eq!(
+            labels,
+            vec![
+                ("engine".into(), "0".into()),
+                ("model_name".into(), "a/b".into())
+            ]
+        );
+        assert_eq!(value, 14.0);
+        assert_eq!(
+            one("a{x=\"1\",} 2").1,
+            vec![("x".into(), "1".into())],
+            "trailing comma"
+        );
+        assert_eq!(one("a{} 2").1, vec![], "empty braces");
+        assert_eq!(one("a 2 1700000000000").2, 2.0, "timestamp ignored");
+        assert_eq!(one("a\t{ x = \"1\" }\t3").2, 3.0, "blanks between tokens");
+        assert_eq!(one("a 1.7641e+09").2, 1.7641e9);
+        assert!(one("a NaN").2.is_nan());
+        assert_eq!(one("a +Inf").2, f64::INFINITY);
+        assert_eq!(one("a -inf").2, f64::NEG_INFINITY);
+        assert_eq!(one("a -0.0").2, 0.0);
+        assert_eq!(one("a 2\r\n").2, 2.0, "CRLF");
+        assert_eq!(
+            one(r#"a{path="C:\\x",q="say \"hi\"",nl="1\n2",u="ünï"} 1"#).1,
+            vec![
+                ("path".into(), "C:\\x".into()),
+                ("q".into(), "say \"hi\"".into()),
+                ("nl".into(), "1\n2".into()),
+                ("u".into(), "ünï".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn comments_types_help_and_eof() {
+        let page = parse(
+            "# HELP vllm:gpu_prefix_cache_hits Prefix cache hits, in blocks.\n\
+             # TYPE vllm:gpu_prefix_cache_hits counter\n\
+             vllm:gpu_prefix_cache_hits_total 10\n\
+             # some other comment\n\
+             # TYPE h histogram\n\
+             h_bucket{le=\"1\"} 1\n\
+             \n\
+             # EOF\n\
+             after_eof 1\n",
+        );
+        assert_eq!(page.samples.len(), 2);
+        assert_eq!(
+            page.declared_type("vllm:gpu_prefix_cache_hits_total"),
+            Some(MetricType::Counter)
+        );
+        assert_eq!(page.declared_type("h_bucket"), Some(MetricType::Histogram));
+        assert_eq!(
+            page.help("vllm:gpu_prefix_cache_hits_total"),
+            Some("Prefix cache hits, in blocks.")
+        );
+        assert!(page.skipped.is_empty());
+    }
+
+    #[test]
+    fn a_bad_line_is_skipped_with_its_number_and_the_rest_survives() {
+        let page = parse(
+            "good 1\nbad{x=\"1\" 2\nalso_good{a=\"b\"} 3\nx{a=\"1\",a=\"2\"} 4\ny abc\nz 1 2 3\n{a=\"1\"} 5\nlast 6",
+        );
+        let names: Vec<&str> = page.samples.iter().map(|s| s.name).collect();
+        assert_eq!(names, vec!["good", "also_good", "last"]);
+        let lines: Vec<u32> = page.skipped.iter().map(|s| s.line).collect();
+        assert_eq!(lines, vec![2, 4, 5, 6, 7]);
+        assert_eq!(page.skipped[1].reason, "a label name appears twice");
+        assert_eq!(page.label(&page.samples[1], "a"), Some("b"));
+    }
+}

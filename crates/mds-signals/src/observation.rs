@@ -1,0 +1,304 @@
+//! The per-role observation the planner consumes and the status shows (spec *Engine signals*,
+//! *Role observations*; D6, D9, D10; ENGINE-METRICS.md §5).
+
+use jiff::Timestamp;
+use mds_api::status::SignalState;
+use mds_api::target::RoleKind;
+
+use crate::samples::{HistogramDelta, PodReading, PromptPath};
+
+/// The sampler reads at most this many ready Pods per role (spec *Limitations*).
+pub const MAX_SAMPLED_PODS: usize = 64;
+
+/// Everything the planner and the status know about one role after a pass. A missing signal
+/// is `None`, never zero.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoleObservation {
+    /// Ready serving replicas (Pods that count toward capacity).
+    pub ready_replicas: u32,
+    /// Pods whose readings were used this pass.
+    pub sampled_replicas: u32,
+    /// Every ready Pod answered with an established rate window (D9); otherwise scale-down
+    /// is held.
+    pub coverage_complete: bool,
+    pub signal_state: SignalState,
+    /// Cache-missed prompt tokens per second across the role.
+    pub prompt_tokens_per_second: Option<f64>,
+    pub generation_tokens_per_second: Option<f64>,
+    pub running_requests: Option<f64>,
+    /// Waiting requests; for Decode roles including the KV transfer queue.
+    pub waiting_requests: Option<f64>,
+    /// Mean KV cache usage fraction over schedulers.
+    pub kv_cache_usage: Option<f64>,
+    /// p95 time to first token, milliseconds.
+    pub ttft_milliseconds: Option<f64>,
+    /// p95 inter-token latency, milliseconds.
+    pub itl_milliseconds: Option<f64>,
+    /// Which prompt formulas the Pods used.
+    pub prompt_paths: Vec<PromptPath>,
+}
+
+/// Inputs of one role's observation.
+pub struct RoleInputs<'a> {
+    pub kind: &'a RoleKind,
+    /// Ready Pods of the role (serving replicas), whether sampled or not.
+    pub ready_replicas: u32,
+    /// This pass's readings of the Pods that answered.
+    pub readings: &'a [PodReading],
+    /// Sampling interval, for staleness (D10).
+    pub interval_seconds: u32,
+    pub now: Timestamp,
+}
+
+/// Scales a sum over `contributing` Pods to the ready count (D9): the mean per Pod times the
+/// ready replicas.
+fn estimate(sum: f64, contributing: usize, ready: u32) -> f64 {
+    if contributing == 0 || contributing as u32 >= ready {
+        sum
+    } else {
+        sum / contributing as f64 * ready as f64
+    }
+}
+
+/// Sums `f` over readings where it is present and scales to the ready count.
+fn role_total(
+    readings: &[&PodReading],
+    ready: u32,
+    f: impl Fn(&PodReading) -> Option<f64>,
+) -> Option<f64> {
+    let values: Vec<f64> = readings.iter().filter_map(|r| f(r)).collect();
+    (!values.is_empty()).then(|| estimate(values.iter().sum(), values.len(), ready))
+}
+
+pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
+    let stale_before = inputs
+        .now
+        .checked_sub(jiff::SignedDuration::from_secs(
+            3 * inputs.interval_seconds as i64,
+        ))
+        .unwrap_or(Timestamp::MIN);
+    let fresh: Vec<&PodReading> = inputs
+        .readings
+        .iter()
+        .filter(|r| r.scraped_at >= stale_before)
+        .collect();
+    let ready = inputs.ready_replicas;
+    let decode = *inputs.kind == RoleKind::Decode;
+
+    let running = role_total(&fresh, ready, |r| r.sample.running);
+    let waiting = role_total(&fresh, ready, |r| {
+        let transfer = if decode {
+            r.sample.decode_transfer.unwrap_or(0.0)
+        } else {
+            0.0
+        };
+        r.sample.waiting.map(|w| w + transfer)
+    });
+    let fractions: Vec<f64> = fresh
+        .iter()
+        .flat_map(|r| r.sample.kv_usage.iter().copied())
+        .collect();
+    let kv =
+        (!fractions.is_empty()).then(|| fractions.iter().sum::<f64>() / fractions.len() as f64);
+
+    let windows: Vec<&PodReading> = fresh
+        .iter()
+        .copied()
+        .filter(|r| r.window.is_some())
+        .collect();
+    let rate = |f: &dyn Fn(&crate::samples::PodWindow) -> Option<f64>| {
+        role_total(&windows, ready, |r| {
+            let w = r.window.as_ref()?;
+            f(w).map(|tokens| tokens / w.elapsed_seconds)
+        })
+    };
+    let prompt = rate(&|w| w.prompt_tokens);
+    let generation = rate(&|w| w.generation_tokens);
+    let ttft = p95_seconds(
+        windows
+            .iter()
+            .flat_map(|r| r.window.as_ref().unwrap().ttft.iter()),
+    );
+    let itl = p95_seconds(
+        windows
+            .iter()
+            .flat_map(|r| r.window.as_ref().unwrap().itl.iter()),
+    );
+    let mut prompt_paths: Vec<PromptPath> = windows
+        .iter()
+        .filter_map(|r| r.window.as_ref().unwrap().prompt_path)
+        .collect();
+    prompt_paths.sort();
+    prompt_paths.dedup();
+
+    let sampled = fresh.len() as u32;
+    let coverage_complete = ready > 0
+        && (ready as usize) <= MAX_SAMPLED_PODS
+        && sampled >= ready
+        && windows.len() as u32 >= ready;
+    let has_window = prompt.is_some() || generation.is_some();
+    let signal_state = if fresh.is_empty() && !inputs.readings.is_empty() {
+        SignalState::Stale
+    } else if fresh.is_empty() || !has_window {
+        SignalState::Missing
+    } else if running == Some(0.0)
+        && waiting.unwrap_or(0.0) == 0.0
+        && prompt.unwrap_or(0.0) == 0.0
+        && generation.unwrap_or(0.0) == 0.0
+    {
+        SignalState::Idle
+    } else {
+        SignalState::Fresh
+    };
+    RoleObservation {
+        ready_replicas: ready,
+        sampled_replicas: sampled,
+        coverage_complete,
+        signal_state,
+        prompt_tokens_per_second: prompt,
+        generation_tokens_per_second: generation,
+        running_requests: running,
+        waiting_requests: waiting,
+        kv_cache_usage: kv,
+        ttft_milliseconds: ttft.map(|s| s * 1000.0),
+        itl_milliseconds: itl.map(|s| s * 1000.0),
+        prompt_paths,
+    }
+}
+
+/// Merges histogram deltas on the intersection of their finite boundaries (plus `+Inf`) and
+/// returns the p95 in seconds: the smallest finite `le` whose count covers 95 % of the
+/// observations, or the mean when no finite bucket does or there are no buckets. `None` when
+/// the window saw no observation.
+pub fn p95_seconds<'a>(deltas: impl Iterator<Item = &'a HistogramDelta>) -> Option<f64> {
+    let deltas: Vec<&HistogramDelta> = deltas.collect();
+    let total: f64 = deltas
+        .iter()
+        .map(|d| {
+            d.buckets
+                .iter()
+                .find(|(le, _)| le.is_infinite())
+                .map(|(_, c)| *c)
+                .or(d.count)
+                .unwrap_or(0.0)
+        })
+        .sum();
+    let sum: Option<f64> = deltas.iter().map(|d| d.sum).sum();
+    let count: Option<f64> = deltas.iter().map(|d| d.count).sum();
+    let mean = match (sum, count) {
+        (Some(s), Some(c)) if c > 0.0 => Some(s / c),
+        _ => None,
+    };
+    if total <= 0.0 {
+        // No observation in the window: missing, not zero (unless only the mean knows).
+        return if count.is_some_and(|c| c > 0.0) {
+            mean
+        } else {
+            None
+        };
+    }
+    let with_buckets: Vec<&&HistogramDelta> =
+        deltas.iter().filter(|d| !d.buckets.is_empty()).collect();
+    if with_buckets.is_empty() {
+        return mean;
+    }
+    // Finite boundaries every child has.
+    let mut common: Vec<f64> = with_buckets[0]
+        .buckets
+        .iter()
+        .map(|(le, _)| *le)
+        .filter(|le| le.is_finite())
+        .collect();
+    for d in &with_buckets[1..] {
+        common.retain(|le| d.buckets.iter().any(|(l, _)| l == le));
+    }
+    let bucket_total: f64 = with_buckets
+        .iter()
+        .map(|d| d.buckets.last().map(|(_, c)| *c).unwrap_or(0.0))
+        .sum();
+    for le in common {
+        let covered: f64 = with_buckets
+            .iter()
+            .map(|d| {
+                d.buckets
+                    .iter()
+                    .find(|(l, _)| *l == le)
+                    .map(|(_, c)| *c)
+                    .unwrap_or(0.0)
+            })
+            .sum();
+        if covered >= 0.95 * bucket_total {
+            return Some(le);
+        }
+    }
+    mean
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(buckets: &[(f64, f64)], sum: f64, count: f64) -> HistogramDelta {
+        HistogramDelta {
+            buckets: buckets.to_vec(),
+            sum: Some(sum),
+            count: Some(count),
+        }
+    }
+
+    #[test]
+    fn p95_is_the_covering_bucket_boundary() {
+        let d = delta(
+            &[
+                (0.1, 50.0),
+                (0.5, 94.0),
+                (1.0, 96.0),
+                (f64::INFINITY, 100.0),
+            ],
+            30.0,
+            100.0,
+        );
+        assert_eq!(p95_seconds([&d].into_iter()), Some(1.0));
+    }
+
+    #[test]
+    fn p95_in_the_infinite_bucket_or_without_buckets_is_the_mean() {
+        let d = delta(&[(0.1, 10.0), (f64::INFINITY, 100.0)], 250.0, 100.0);
+        assert_eq!(p95_seconds([&d].into_iter()), Some(2.5));
+        let d = delta(&[], 30.0, 10.0);
+        assert_eq!(p95_seconds([&d].into_iter()), Some(3.0));
+    }
+
+    #[test]
+    fn no_observation_is_missing_not_zero() {
+        let d = delta(&[(0.1, 0.0), (f64::INFINITY, 0.0)], 0.0, 0.0);
+        assert_eq!(p95_seconds([&d].into_iter()), None);
+        assert_eq!(p95_seconds([].into_iter()), None);
+    }
+
+    #[test]
+    fn different_layouts_merge_on_common_boundaries() {
+        // Pod A has 0.25 and 0.5; pod B has 0.2 and 0.5: only 0.5 is common.
+        let a = delta(
+            &[(0.25, 90.0), (0.5, 100.0), (f64::INFINITY, 100.0)],
+            10.0,
+            100.0,
+        );
+        let b = delta(
+            &[
+                (0.2, 10.0),
+                (0.5, 98.0),
+                (1.0, 100.0),
+                (f64::INFINITY, 100.0),
+            ],
+            40.0,
+            100.0,
+        );
+        // At 0.5: 198 of 200 = 99 % ≥ 95 %.
+        assert_eq!(p95_seconds([&a, &b].into_iter()), Some(0.5));
+        // Only +Inf in common → the mean of both: 50 / 200.
+        let c = delta(&[(0.3, 100.0), (f64::INFINITY, 100.0)], 40.0, 100.0);
+        let d = delta(&[(0.4, 100.0), (f64::INFINITY, 100.0)], 10.0, 100.0);
+        assert_eq!(p95_seconds([&c, &d].into_iter()), Some(0.25));
+    }
+}

@@ -1,0 +1,293 @@
+//! Per-Pod sample store and counter windows (D8, ENGINE-METRICS.md §5, §6).
+//!
+//! A Pod's rates need two valid samples of the same process. A restart, a decreasing counter
+//! or bucket, a NaN counter, a changed `_created` mark or a vanished series drops the Pod's
+//! baseline: the next sample starts a new window and yields no rate.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use crate::engine::{Counter, EngineKind, EngineSample, Histogram, Latency};
+
+/// Which formula produced the cache-missed prompt demand (§5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PromptPath {
+    /// vLLM: prompt − prefix-cache hits.
+    PromptMinusPrefixHits,
+    /// SGLang path 1: `prefill_effective_tokens_total{mode="input"}`.
+    EffectiveInput,
+    /// SGLang path 2: prompt − effective hit modes.
+    PromptMinusEffectiveHits,
+    /// SGLang path 3: prompt − cached tokens.
+    PromptMinusCached,
+    /// No cache accounting: all prompt tokens.
+    PromptOnly,
+}
+
+/// The change of one histogram child over a window.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct HistogramDelta {
+    /// `(le, count)` cumulative deltas, ascending; `+Inf` last when present.
+    pub buckets: Vec<(f64, f64)>,
+    pub sum: Option<f64>,
+    pub count: Option<f64>,
+}
+
+/// What one Pod contributes over a valid window.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PodWindow {
+    pub elapsed_seconds: f64,
+    /// Cache-missed prompt tokens in the window, clamped at zero; `None` without prompt counters.
+    pub prompt_tokens: Option<f64>,
+    pub prompt_path: Option<PromptPath>,
+    pub generation_tokens: Option<f64>,
+    pub ttft: Vec<HistogramDelta>,
+    pub itl: Vec<HistogramDelta>,
+}
+
+/// One Pod's reading in a pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodReading {
+    pub pod_uid: String,
+    pub scraped_at: Timestamp,
+    pub sample: EngineSample,
+    /// Present once two valid samples of the same process exist.
+    pub window: Option<PodWindow>,
+    /// Why the previous baseline was dropped, when it was.
+    pub reset: Option<&'static str>,
+}
+
+#[derive(Clone, Debug)]
+struct Baseline {
+    sample: EngineSample,
+    at: Timestamp,
+    restart_count: Option<u32>,
+}
+
+/// The previous valid sample of every Pod, keyed by Pod UID.
+#[derive(Clone, Debug, Default)]
+pub struct SampleStore {
+    pods: BTreeMap<String, Baseline>,
+}
+
+impl SampleStore {
+    /// Records a Pod's sample and returns its reading. `restart_count` is the `main`
+    /// container's restart count when known.
+    pub fn record(
+        &mut self,
+        engine: EngineKind,
+        pod_uid: &str,
+        restart_count: Option<u32>,
+        sample: EngineSample,
+        at: Timestamp,
+    ) -> PodReading {
+        let previous = self.pods.remove(pod_uid);
+        let (window, reset) = match &previous {
+            None => (None, None),
+            Some(prev) => match window_between(engine, prev, &sample, at, restart_count) {
+                Ok(window) => (Some(window), None),
+                Err(reason) => (None, Some(reason)),
+            },
+        };
+        self.pods.insert(
+            pod_uid.to_string(),
+            Baseline {
+                sample: sample.clone(),
+                at,
+                restart_count,
+            },
+        );
+        PodReading {
+            pod_uid: pod_uid.to_string(),
+            scraped_at: at,
+            sample,
+            window,
+            reset,
+        }
+    }
+
+    /// Drops a Pod's baseline (it failed to answer or its body could not be used).
+    pub fn forget(&mut self, pod_uid: &str) {
+        self.pods.remove(pod_uid);
+    }
+
+    /// Keeps only the given Pods (the others are gone).
+    pub fn retain(&mut self, live: &[&str]) {
+        self.pods.retain(|uid, _| live.contains(&uid.as_str()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+}
+
+fn window_between(
+    engine: EngineKind,
+    prev: &Baseline,
+    cur: &EngineSample,
+    at: Timestamp,
+    restart_count: Option<u32>,
+) -> Result<PodWindow, &'static str> {
+    if let (Some(before), Some(now)) = (prev.restart_count, restart_count)
+        && now > before
+    {
+        return Err("the container restarted");
+    }
+    for (key, value) in &prev.sample.process_marks {
+        if cur.process_marks.get(key).is_some_and(|v| v != value) {
+            return Err("a _created or process start time changed: a new process");
+        }
+    }
+    let elapsed = at.duration_since(prev.at).as_secs_f64();
+    if elapsed <= 0.0 || !elapsed.is_finite() {
+        return Err("the samples are not in time order");
+    }
+    let deltas = counter_deltas(&prev.sample, cur)?;
+    let sum = |counter: Counter| -> Option<f64> {
+        let values: Vec<f64> = deltas
+            .iter()
+            .filter(|((c, _), _)| *c == counter)
+            .map(|(_, d)| *d)
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum())
+    };
+    let (prompt_tokens, prompt_path) = prompt_demand(engine, &sum, &prev.sample, cur);
+    Ok(PodWindow {
+        elapsed_seconds: elapsed,
+        prompt_tokens,
+        prompt_path,
+        generation_tokens: sum(Counter::Generation),
+        ttft: histogram_deltas(&prev.sample, cur, Latency::Ttft)?,
+        itl: histogram_deltas(&prev.sample, cur, Latency::Itl)?,
+    })
+}
+
+/// Deltas of counter children present in both samples. A decrease or NaN is a reset; so is a
+/// child that vanished. A `Cached` child that first appears starts from zero (it is created on
+/// the first cache hit).
+fn counter_deltas(
+    prev: &EngineSample,
+    cur: &EngineSample,
+) -> Result<BTreeMap<(Counter, String), f64>, &'static str> {
+    let mut deltas = BTreeMap::new();
+    for (key, &now) in &cur.counters {
+        if now.is_nan() {
+            return Err("a counter reads NaN");
+        }
+        let before = match prev.counters.get(key) {
+            Some(&before) => before,
+            None if key.0 == Counter::Cached => 0.0,
+            None => continue,
+        };
+        if now < before {
+            return Err("a counter decreased");
+        }
+        deltas.insert(key.clone(), now - before);
+    }
+    if prev
+        .counters
+        .keys()
+        .any(|key| !cur.counters.contains_key(key))
+    {
+        return Err("a counter used in the previous sample vanished");
+    }
+    Ok(deltas)
+}
+
+/// Whether every child of `counter` in either sample is present in both.
+fn present_in_both(prev: &EngineSample, cur: &EngineSample, counter: Counter) -> bool {
+    let keys = |s: &EngineSample| -> Vec<String> {
+        s.counters
+            .keys()
+            .filter(|(c, _)| *c == counter)
+            .map(|(_, k)| k.clone())
+            .collect()
+    };
+    let (a, b) = (keys(prev), keys(cur));
+    !a.is_empty() && a == b
+}
+
+fn prompt_demand(
+    engine: EngineKind,
+    sum: &dyn Fn(Counter) -> Option<f64>,
+    prev: &EngineSample,
+    cur: &EngineSample,
+) -> (Option<f64>, Option<PromptPath>) {
+    let prompt = sum(Counter::Prompt);
+    let minus = |hits: Option<f64>| prompt.map(|p| (p - hits.unwrap_or(0.0)).max(0.0));
+    match engine {
+        EngineKind::Vllm => match sum(Counter::PrefixHits) {
+            Some(hits) if prompt.is_some() => {
+                (minus(Some(hits)), Some(PromptPath::PromptMinusPrefixHits))
+            }
+            _ => (prompt, prompt.map(|_| PromptPath::PromptOnly)),
+        },
+        EngineKind::Sglang => {
+            if present_in_both(prev, cur, Counter::EffectiveInput) {
+                (
+                    sum(Counter::EffectiveInput).map(|v| v.max(0.0)),
+                    Some(PromptPath::EffectiveInput),
+                )
+            } else if prompt.is_some() && present_in_both(prev, cur, Counter::EffectiveHit) {
+                (
+                    minus(sum(Counter::EffectiveHit)),
+                    Some(PromptPath::PromptMinusEffectiveHits),
+                )
+            } else if prompt.is_some() && sum(Counter::Cached).is_some() {
+                (
+                    minus(sum(Counter::Cached)),
+                    Some(PromptPath::PromptMinusCached),
+                )
+            } else {
+                (prompt, prompt.map(|_| PromptPath::PromptOnly))
+            }
+        }
+    }
+}
+
+fn histogram_deltas(
+    prev: &EngineSample,
+    cur: &EngineSample,
+    latency: Latency,
+) -> Result<Vec<HistogramDelta>, &'static str> {
+    let mut out = Vec::new();
+    for ((kind, key), now) in &cur.histograms {
+        if *kind != latency {
+            continue;
+        }
+        let Some(before) = prev.histograms.get(&(latency, key.clone())) else {
+            continue; // a child created since: its window starts now
+        };
+        out.push(histogram_delta(before, now)?);
+    }
+    Ok(out)
+}
+
+fn histogram_delta(before: &Histogram, now: &Histogram) -> Result<HistogramDelta, &'static str> {
+    let mut buckets = Vec::with_capacity(now.buckets.len());
+    for &(le, count) in &now.buckets {
+        if let Some(&(_, earlier)) = before.buckets.iter().find(|(l, _)| *l == le) {
+            if count < earlier || count.is_nan() {
+                return Err("a histogram bucket decreased");
+            }
+            buckets.push((le, count - earlier));
+        }
+    }
+    let diff = |a: Option<f64>, b: Option<f64>| -> Result<Option<f64>, &'static str> {
+        match (a, b) {
+            (Some(a), Some(b)) if b < a || b.is_nan() => Err("a histogram count or sum decreased"),
+            (Some(a), Some(b)) => Ok(Some(b - a)),
+            _ => Ok(None),
+        }
+    };
+    Ok(HistogramDelta {
+        buckets,
+        sum: diff(before.sum, now.sum)?,
+        count: diff(before.count, now.count)?,
+    })
+}
