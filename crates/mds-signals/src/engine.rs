@@ -5,8 +5,51 @@ use std::collections::BTreeMap;
 
 pub use mds_api::target::EngineKind;
 
-use crate::exposition::Page;
-use crate::rank::{Child, PidCollapse, children};
+use std::collections::HashMap;
+
+use crate::exposition::{Page, Sample};
+use crate::rank::{Child, PidCollapse, children_of};
+
+/// A page with its samples indexed by series name, so each family is found once.
+pub struct Families<'a, 'p> {
+    pub page: &'a Page<'p>,
+    index: HashMap<&'p str, Vec<u32>>,
+}
+
+impl<'a, 'p> Families<'a, 'p> {
+    pub fn new(page: &'a Page<'p>) -> Self {
+        let mut index: HashMap<&'p str, Vec<u32>> = HashMap::new();
+        for (i, sample) in page.samples.iter().enumerate() {
+            index.entry(sample.name).or_default().push(i as u32);
+        }
+        Families { page, index }
+    }
+
+    /// Whether any sample of this series is on the page.
+    pub fn has(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    /// Whether any part of this histogram is on the page.
+    pub fn has_histogram(&self, base: &str) -> bool {
+        ["_bucket", "_sum", "_count"]
+            .iter()
+            .any(|suffix| self.has(&format!("{base}{suffix}")))
+    }
+
+    fn samples(&self, name: &str) -> impl Iterator<Item = &'a Sample<'p>> + use<'a, 'p, '_> {
+        let page = self.page;
+        self.index
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(move |&i| &page.samples[i as usize])
+    }
+
+    fn children(&self, name: &str, collapse: PidCollapse) -> Vec<Child> {
+        children_of(self.page, self.samples(name), collapse)
+    }
+}
 
 /// Counters the prompt and generation demand are computed from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,8 +123,8 @@ impl EngineSample {
     }
 
     /// Sums a gauge family after the rank rule; notes its use.
-    fn gauge_sum(&mut self, page: &Page<'_>, name: &str, what: &str) -> Option<f64> {
-        let kids = children(page, name, PidCollapse::Max);
+    fn gauge_sum(&mut self, f: &Families, name: &str, what: &str) -> Option<f64> {
+        let kids = f.children(name, PidCollapse::Max);
         let values: Vec<f64> = kids
             .iter()
             .map(|c| c.value)
@@ -94,8 +137,8 @@ impl EngineSample {
         Some(values.iter().sum())
     }
 
-    fn kv_fractions(&mut self, page: &Page<'_>, name: &str) -> bool {
-        let kids = children(page, name, PidCollapse::Mean);
+    fn kv_fractions(&mut self, f: &Families, name: &str) -> bool {
+        let kids = f.children(name, PidCollapse::Mean);
         if kids.is_empty() {
             return false;
         }
@@ -110,13 +153,14 @@ impl EngineSample {
 
     fn add_counter(
         &mut self,
-        page: &Page<'_>,
+        f: &Families,
         name: &str,
         counter: Counter,
         filter: impl Fn(&Child) -> bool,
     ) -> usize {
         let mut added = 0;
-        for child in children(page, name, PidCollapse::Max)
+        for child in f
+            .children(name, PidCollapse::Max)
             .into_iter()
             .filter(|c| filter(c))
         {
@@ -127,10 +171,10 @@ impl EngineSample {
         added
     }
 
-    fn add_histogram(&mut self, page: &Page<'_>, base: &str, latency: Latency) -> bool {
-        let buckets = children(page, &format!("{base}_bucket"), PidCollapse::Max);
-        let sums = children(page, &format!("{base}_sum"), PidCollapse::Max);
-        let counts = children(page, &format!("{base}_count"), PidCollapse::Max);
+    fn add_histogram(&mut self, f: &Families, base: &str, latency: Latency) -> bool {
+        let buckets = f.children(&format!("{base}_bucket"), PidCollapse::Max);
+        let sums = f.children(&format!("{base}_sum"), PidCollapse::Max);
+        let counts = f.children(&format!("{base}_count"), PidCollapse::Max);
         if buckets.is_empty() && sums.is_empty() && counts.is_empty() {
             return false;
         }
@@ -180,9 +224,10 @@ impl EngineSample {
 /// Reads one page of the given engine.
 pub fn read(engine: EngineKind, page: &Page<'_>) -> EngineSample {
     let mut sample = EngineSample::default();
+    let families = Families::new(page);
     match engine {
-        EngineKind::Vllm => read_vllm(page, &mut sample),
-        EngineKind::Sglang => read_sglang(page, &mut sample),
+        EngineKind::Vllm => read_vllm(&families, &mut sample),
+        EngineKind::Sglang => read_sglang(&families, &mut sample),
     }
     sample.process_marks(page);
     sample.series.sort();
@@ -190,16 +235,13 @@ pub fn read(engine: EngineKind, page: &Page<'_>) -> EngineSample {
 }
 
 /// Uses the first present of `names`; notes the others as ignored duplicates.
-fn first_present<'n>(page: &Page<'_>, names: &[&'n str]) -> Option<&'n str> {
-    names
-        .iter()
-        .copied()
-        .find(|name| page.samples.iter().any(|s| s.name == *name))
+fn first_present<'n>(f: &Families, names: &[&'n str]) -> Option<&'n str> {
+    names.iter().copied().find(|name| f.has(name))
 }
 
-fn note_shadowed(sample: &mut EngineSample, page: &Page<'_>, chosen: Option<&str>, names: &[&str]) {
+fn note_shadowed(sample: &mut EngineSample, f: &Families, chosen: Option<&str>, names: &[&str]) {
     for name in names {
-        if Some(*name) != chosen && page.samples.iter().any(|s| s.name == *name) {
+        if Some(*name) != chosen && f.has(name) {
             sample.note(
                 name,
                 false,
@@ -212,14 +254,10 @@ fn note_shadowed(sample: &mut EngineSample, page: &Page<'_>, chosen: Option<&str
     }
 }
 
-fn read_vllm(page: &Page<'_>, sample: &mut EngineSample) {
-    sample.running = sample.gauge_sum(page, "vllm:num_requests_running", "running");
-    sample.waiting = sample.gauge_sum(page, "vllm:num_requests_waiting", "waiting");
-    if page
-        .samples
-        .iter()
-        .any(|s| s.name == "vllm:num_requests_waiting_by_reason")
-    {
+fn read_vllm(f: &Families, sample: &mut EngineSample) {
+    sample.running = sample.gauge_sum(f, "vllm:num_requests_running", "running");
+    sample.waiting = sample.gauge_sum(f, "vllm:num_requests_waiting", "waiting");
+    if f.has("vllm:num_requests_waiting_by_reason") {
         sample.note(
             "vllm:num_requests_waiting_by_reason",
             false,
@@ -228,13 +266,13 @@ fn read_vllm(page: &Page<'_>, sample: &mut EngineSample) {
     }
 
     let kv_names = ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"];
-    let kv = first_present(page, &kv_names);
+    let kv = first_present(f, &kv_names);
     if let Some(name) = kv {
-        sample.kv_fractions(page, name);
+        sample.kv_fractions(f, name);
     }
-    note_shadowed(sample, page, kv, &kv_names);
+    note_shadowed(sample, f, kv, &kv_names);
 
-    if sample.add_counter(page, "vllm:prompt_tokens_total", Counter::Prompt, |_| true) > 0 {
+    if sample.add_counter(f, "vllm:prompt_tokens_total", Counter::Prompt, |_| true) > 0 {
         sample.note(
             "vllm:prompt_tokens_total",
             true,
@@ -242,7 +280,7 @@ fn read_vllm(page: &Page<'_>, sample: &mut EngineSample) {
         );
     }
     if sample.add_counter(
-        page,
+        f,
         "vllm:generation_tokens_total",
         Counter::Generation,
         |_| true,
@@ -251,7 +289,7 @@ fn read_vllm(page: &Page<'_>, sample: &mut EngineSample) {
         sample.note("vllm:generation_tokens_total", true, "generation tokens");
     }
     if sample.add_counter(
-        page,
+        f,
         "vllm:prefix_cache_hits_total",
         Counter::PrefixHits,
         |_| true,
@@ -262,24 +300,17 @@ fn read_vllm(page: &Page<'_>, sample: &mut EngineSample) {
             true,
             "prefix-cache hit tokens, subtracted from prompt tokens",
         );
-        if page
-            .samples
-            .iter()
-            .any(|s| s.name == "vllm:gpu_prefix_cache_hits_total")
-        {
+        if f.has("vllm:gpu_prefix_cache_hits_total") {
             sample.note(
                 "vllm:gpu_prefix_cache_hits_total",
                 false,
                 "legacy name; vllm:prefix_cache_hits_total is preferred and never summed with it",
             );
         }
-    } else if page
-        .samples
-        .iter()
-        .any(|s| s.name == "vllm:gpu_prefix_cache_hits_total")
-    {
+    } else if f.has("vllm:gpu_prefix_cache_hits_total") {
         // 0.8.x counts blocks, not tokens: subtracting them would be wrong (§5.3).
-        let in_blocks = page
+        let in_blocks = f
+            .page
             .help("vllm:gpu_prefix_cache_hits_total")
             .is_some_and(|h| h.to_ascii_lowercase().contains("block"));
         if in_blocks {
@@ -290,7 +321,7 @@ fn read_vllm(page: &Page<'_>, sample: &mut EngineSample) {
             );
         } else {
             sample.add_counter(
-                page,
+                f,
                 "vllm:gpu_prefix_cache_hits_total",
                 Counter::PrefixHits,
                 |_| true,
@@ -306,25 +337,22 @@ fn read_vllm(page: &Page<'_>, sample: &mut EngineSample) {
         "vllm:prefix_cache_queries_total",
         "vllm:external_prefix_cache_hits_total",
     ] {
-        if page.samples.iter().any(|s| s.name == ignored) {
+        if f.has(ignored) {
             sample.note(ignored, false, "not subtracted: queries never cap hits; connector hits are not local prefill savings");
         }
     }
 
-    sample.add_histogram(page, "vllm:time_to_first_token_seconds", Latency::Ttft);
+    sample.add_histogram(f, "vllm:time_to_first_token_seconds", Latency::Ttft);
     let itl_names = [
         "vllm:inter_token_latency_seconds",
         "vllm:time_per_output_token_seconds",
     ];
-    let itl = itl_names
-        .iter()
-        .copied()
-        .find(|base| page.samples.iter().any(|s| s.name.starts_with(base)));
+    let itl = itl_names.iter().copied().find(|base| f.has_histogram(base));
     if let Some(base) = itl {
-        sample.add_histogram(page, base, Latency::Itl);
+        sample.add_histogram(f, base, Latency::Itl);
     }
     for base in itl_names {
-        if Some(base) != itl && page.samples.iter().any(|s| s.name.starts_with(base)) {
+        if Some(base) != itl && f.has_histogram(base) {
             sample.note(
                 base,
                 false,
@@ -337,20 +365,17 @@ fn read_vllm(page: &Page<'_>, sample: &mut EngineSample) {
     }
 }
 
-fn read_sglang(page: &Page<'_>, sample: &mut EngineSample) {
-    sample.running = sample.gauge_sum(page, "sglang:num_running_reqs", "running");
-    sample.waiting = sample.gauge_sum(page, "sglang:num_queue_reqs", "waiting");
+fn read_sglang(f: &Families, sample: &mut EngineSample) {
+    sample.running = sample.gauge_sum(f, "sglang:num_running_reqs", "running");
+    sample.waiting = sample.gauge_sum(f, "sglang:num_queue_reqs", "waiting");
     sample.decode_transfer = sample.gauge_sum(
-        page,
+        f,
         "sglang:num_decode_transfer_queue_reqs",
         "decode transfer queue (added to waiting on Decode roles)",
     );
-    sample.kv_fractions(page, "sglang:token_usage");
+    sample.kv_fractions(f, "sglang:token_usage");
 
-    if sample.add_counter(page, "sglang:prompt_tokens_total", Counter::Prompt, |_| {
-        true
-    }) > 0
-    {
+    if sample.add_counter(f, "sglang:prompt_tokens_total", Counter::Prompt, |_| true) > 0 {
         sample.note(
             "sglang:prompt_tokens_total",
             true,
@@ -358,7 +383,7 @@ fn read_sglang(page: &Page<'_>, sample: &mut EngineSample) {
         );
     }
     if sample.add_counter(
-        page,
+        f,
         "sglang:generation_tokens_total",
         Counter::Generation,
         |_| true,
@@ -371,10 +396,10 @@ fn read_sglang(page: &Page<'_>, sample: &mut EngineSample) {
         );
     }
     let effective = "sglang:prefill_effective_tokens_total";
-    let inputs = sample.add_counter(page, effective, Counter::EffectiveInput, |c| {
+    let inputs = sample.add_counter(f, effective, Counter::EffectiveInput, |c| {
         c.label("mode") == Some("input")
     });
-    let hits = sample.add_counter(page, effective, Counter::EffectiveHit, |c| {
+    let hits = sample.add_counter(f, effective, Counter::EffectiveHit, |c| {
         matches!(
             c.label("mode"),
             Some("device_hit" | "host_hit" | "storage_hit")
@@ -387,10 +412,7 @@ fn read_sglang(page: &Page<'_>, sample: &mut EngineSample) {
             "tokens actually prefilled (mode=input), and per-tier hits",
         );
     }
-    if sample.add_counter(page, "sglang:cached_tokens_total", Counter::Cached, |_| {
-        true
-    }) > 0
-    {
+    if sample.add_counter(f, "sglang:cached_tokens_total", Counter::Cached, |_| true) > 0 {
         sample.note(
             "sglang:cached_tokens_total",
             true,
@@ -398,16 +420,13 @@ fn read_sglang(page: &Page<'_>, sample: &mut EngineSample) {
         );
     }
 
-    sample.add_histogram(page, "sglang:time_to_first_token_seconds", Latency::Ttft);
+    sample.add_histogram(f, "sglang:time_to_first_token_seconds", Latency::Ttft);
     let itl_names = [
         "sglang:inter_token_latency_seconds",
         "sglang:time_per_output_token_seconds",
     ];
-    let itl = itl_names
-        .iter()
-        .copied()
-        .find(|base| page.samples.iter().any(|s| s.name.starts_with(base)));
+    let itl = itl_names.iter().copied().find(|base| f.has_histogram(base));
     if let Some(base) = itl {
-        sample.add_histogram(page, base, Latency::Itl);
+        sample.add_histogram(f, base, Latency::Itl);
     }
 }

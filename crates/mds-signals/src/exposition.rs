@@ -101,8 +101,8 @@ impl<'a> Page<'a> {
 /// Parses a page. Never fails: bad lines land in [`Page::skipped`].
 pub fn parse(text: &str) -> Page<'_> {
     let mut page = Page {
-        samples: Vec::with_capacity(text.len() / 96),
-        label_pool: Vec::with_capacity(text.len() / 24),
+        samples: Vec::new(),
+        label_pool: Vec::new(),
         ..Page::default()
     };
     for (line_no, raw) in (1u32..).zip(text.split('\n')) {
@@ -155,15 +155,41 @@ fn is_name_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_' || b == b':'
 }
 
+/// Bytes allowed after the first one of a metric name, as a table: one load per byte on
+/// the hottest loop of the parser.
+const NAME_CHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b':';
+        b += 1;
+    }
+    table
+};
+
 fn is_name_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b':'
+    NAME_CHAR[b as usize]
 }
 
-fn skip_blanks(bytes: &[u8], mut pos: usize) -> usize {
-    while pos < bytes.len() && (bytes[pos] == b' ' || bytes[pos] == b'\t') {
-        pos += 1;
+fn skip_blanks(bytes: &[u8], pos: usize) -> usize {
+    match bytes.get(pos..) {
+        Some(rest) => {
+            pos + rest
+                .iter()
+                .take_while(|&&b| b == b' ' || b == b'\t')
+                .count()
+        }
+        None => pos,
     }
-    pos
+}
+
+/// The end of the run of name bytes starting at `pos`.
+fn name_end(bytes: &[u8], pos: usize) -> usize {
+    pos + bytes[pos..]
+        .iter()
+        .position(|&b| !is_name_char(b))
+        .unwrap_or(bytes.len() - pos)
 }
 
 fn parse_sample<'a>(
@@ -174,10 +200,7 @@ fn parse_sample<'a>(
     if !is_name_start(bytes[0]) {
         return Err("a sample line starts with a metric name");
     }
-    let mut pos = 1;
-    while pos < bytes.len() && is_name_char(bytes[pos]) {
-        pos += 1;
-    }
+    let mut pos = name_end(bytes, 1);
     let name = &line[..pos];
     pos = skip_blanks(bytes, pos);
     if pos < bytes.len() && bytes[pos] == b'{' {
@@ -209,9 +232,98 @@ fn parse_sample<'a>(
 }
 
 fn parse_value(text: &str) -> Option<f64> {
-    // Rust's float grammar accepts "NaN", "+Inf", "-inf", "Infinity" in any case and
-    // exponents; it refuses hex, underscores and empty strings.
-    text.parse::<f64>().ok()
+    fast_decimal(text.as_bytes()).or_else(|| {
+        // Rust's float grammar accepts "NaN", "+Inf", "-inf", "Infinity" in any case and
+        // exponents; it refuses hex, underscores and empty strings.
+        text.parse::<f64>().ok()
+    })
+}
+
+const POWERS_OF_TEN: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// Clinger's fast path: a decimal with at most 15 significant digits and a power of ten up to
+/// 22 is one exact integer times or divided by one exact power of ten, so a single IEEE
+/// operation rounds it correctly. Anything else returns `None` for the general parser.
+fn fast_decimal(bytes: &[u8]) -> Option<f64> {
+    let (negative, mut pos) = match bytes.first()? {
+        b'-' => (true, 1),
+        b'+' => (false, 1),
+        _ => (false, 0),
+    };
+    let mut mantissa: u64 = 0;
+    let mut digits = 0u32;
+    let mut exponent: i32 = 0;
+    let mut seen_digit = false;
+    while let Some(&b) = bytes.get(pos) {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        seen_digit = true;
+        if mantissa != 0 || b != b'0' {
+            mantissa = mantissa * 10 + u64::from(b - b'0');
+            digits += 1;
+            if digits > 15 {
+                return None;
+            }
+        }
+        pos += 1;
+    }
+    if bytes.get(pos) == Some(&b'.') {
+        pos += 1;
+        while let Some(&b) = bytes.get(pos) {
+            if !b.is_ascii_digit() {
+                break;
+            }
+            seen_digit = true;
+            if mantissa != 0 || b != b'0' {
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                digits += 1;
+                if digits > 15 {
+                    return None;
+                }
+            }
+            exponent -= 1;
+            pos += 1;
+        }
+    }
+    if !seen_digit {
+        return None;
+    }
+    if let Some(b'e' | b'E') = bytes.get(pos) {
+        pos += 1;
+        let (sign, start) = match bytes.get(pos) {
+            Some(b'-') => (-1, pos + 1),
+            Some(b'+') => (1, pos + 1),
+            _ => (1, pos),
+        };
+        let exp_digits = bytes.get(start..)?;
+        if exp_digits.is_empty()
+            || exp_digits.len() > 3
+            || !exp_digits.iter().all(u8::is_ascii_digit)
+        {
+            return None;
+        }
+        let value: i32 = exp_digits
+            .iter()
+            .fold(0, |acc, b| acc * 10 + i32::from(b - b'0'));
+        exponent += sign * value;
+        pos = bytes.len();
+    }
+    if pos != bytes.len() {
+        return None;
+    }
+    let magnitude = mantissa as f64;
+    let value = match exponent {
+        0 => magnitude,
+        1..=22 => magnitude * POWERS_OF_TEN[exponent as usize],
+        -22..=-1 => magnitude / POWERS_OF_TEN[(-exponent) as usize],
+        _ if mantissa == 0 => 0.0,
+        _ => return None,
+    };
+    Some(if negative { -value } else { value })
 }
 
 /// Parses `name="value",...}` starting after `{`; returns the position after `}`.
@@ -247,18 +359,18 @@ fn parse_labels<'a>(
         let value_start = pos;
         let mut escaped = false;
         loop {
-            match bytes.get(pos) {
+            // Jump to the next quote or backslash; most values have neither inside.
+            match memchr::memchr2(b'"', b'\\', &bytes[pos.min(bytes.len())..]) {
                 None => return Err("a label value is not closed with '\"'"),
-                Some(b'"') => break,
-                Some(b'\\') => {
-                    escaped = true;
-                    pos += 2;
+                Some(offset) if bytes[pos + offset] == b'"' => {
+                    pos += offset;
+                    break;
                 }
-                Some(_) => pos += 1,
+                Some(offset) => {
+                    escaped = true;
+                    pos += offset + 2;
+                }
             }
-        }
-        if pos > bytes.len() {
-            return Err("a label value is not closed with '\"'");
         }
         let raw = &line[value_start..pos];
         pos += 1;
@@ -305,6 +417,27 @@ fn unescape(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn fast_path_agrees_with_the_standard_parser(
+            mantissa in 0u64..1_000_000_000_000_000,
+            point in 0usize..18,
+            exp in proptest::option::of(-30i32..30),
+            negative in any::<bool>(),
+        ) {
+            let digits = mantissa.to_string();
+            let point = point.min(digits.len());
+            let mut text = format!("{}{}.{}", if negative { "-" } else { "" }, &digits[..point], &digits[point..]);
+            if let Some(e) = exp {
+                text.push_str(&format!("e{e}"));
+            }
+            let expected: f64 = text.parse().unwrap();
+            let got = parse_value(&text).unwrap();
+            prop_assert_eq!(got.to_bits(), expected.to_bits(), "{}", text);
+        }
+    }
 
     fn one(text: &str) -> (String, Vec<(String, String)>, f64) {
         let page = parse(text);

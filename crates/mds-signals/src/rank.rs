@@ -54,15 +54,28 @@ fn rank_of(page: &Page<'_>, sample: &Sample<'_>, axis: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Identity labels (sorted) of a scheduler's state.
-type Identity = Vec<(String, String)>;
+/// Identity labels (sorted) of a scheduler's state, borrowed from the page.
+type Identity<'a> = Vec<(&'a str, &'a str)>;
 /// `(pp_rank, tp_rank)` → the `pid` copies at that rank, in page order.
-type CopiesByRank = BTreeMap<(u64, u64), Vec<(Option<String>, f64)>>;
+type CopiesByRank<'a> = BTreeMap<(u64, u64), Vec<(Option<&'a str>, f64)>>;
 
 /// Applies the rank rule to the samples named `name` on `page`.
 pub fn children(page: &Page<'_>, name: &str, collapse: PidCollapse) -> Vec<Child> {
-    let mut groups: BTreeMap<Identity, CopiesByRank> = BTreeMap::new();
-    for sample in page.samples.iter().filter(|s| s.name == name) {
+    children_of(
+        page,
+        page.samples.iter().filter(|s| s.name == name),
+        collapse,
+    )
+}
+
+/// Applies the rank rule to the given samples of one family of `page`.
+pub fn children_of<'s, 'p: 's>(
+    page: &'s Page<'p>,
+    samples: impl Iterator<Item = &'s Sample<'p>>,
+    collapse: PidCollapse,
+) -> Vec<Child> {
+    let mut groups: BTreeMap<Identity<'s>, CopiesByRank<'s>> = BTreeMap::new();
+    for sample in samples {
         // 1. Only the total of a priority breakdown counts.
         if page
             .label(sample, "priority")
@@ -70,18 +83,18 @@ pub fn children(page: &Page<'_>, name: &str, collapse: PidCollapse) -> Vec<Child
         {
             continue;
         }
-        let mut identity: Vec<(String, String)> = page
+        let mut identity: Identity<'s> = page
             .labels(sample)
             .iter()
             .filter(|l| !DUPLICATE_AXES.contains(&l.name) && l.name != "priority")
-            .map(|l| (l.name.to_string(), l.value.to_string()))
+            .map(|l| (l.name, l.value.as_ref()))
             .collect();
         identity.sort();
         let ranks = (
             rank_of(page, sample, "pp_rank"),
             rank_of(page, sample, "tp_rank"),
         );
-        let pid = page.label(sample, "pid").map(str::to_string);
+        let pid = page.label(sample, "pid");
         let copies = groups
             .entry(identity)
             .or_default()
@@ -102,6 +115,10 @@ pub fn children(page: &Page<'_>, name: &str, collapse: PidCollapse) -> Vec<Child
                 PidCollapse::Mean => values.sum::<f64>() / copies.len() as f64,
                 PidCollapse::Max => values.fold(f64::NEG_INFINITY, f64::max),
             };
+            let labels = labels
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect();
             Some(Child { labels, value })
         })
         .collect()
