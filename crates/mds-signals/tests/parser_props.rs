@@ -75,7 +75,7 @@ fn format_value(v: f64, style: u8) -> String {
         ["+Inf", "inf", "+inf"][style as usize % 3].to_string()
     } else if v == f64::NEG_INFINITY {
         ["-Inf", "-inf", "-INF"][style as usize % 3].to_string()
-    } else if style % 2 == 0 {
+    } else if style.is_multiple_of(2) {
         format!("{v:?}")
     } else {
         format!("{v:e}")
@@ -87,31 +87,31 @@ fn render(samples: &[GenSample], style: u8) -> String {
     let mut out = String::new();
     for (i, s) in samples.iter().enumerate() {
         let variant = style.wrapping_add(i as u8);
-        if variant % 5 == 0 {
+        if variant.is_multiple_of(5) {
             out.push_str(&format!(
                 "# HELP {} some help\n# TYPE {} gauge\n",
                 s.name, s.name
             ));
         }
-        if variant % 7 == 0 {
+        if variant.is_multiple_of(7) {
             out.push('\n');
         }
         out.push_str(&s.name);
-        if !s.labels.is_empty() || variant % 3 == 0 {
+        if !s.labels.is_empty() || variant.is_multiple_of(3) {
             let parts: Vec<String> = s
                 .labels
                 .iter()
                 .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
                 .collect();
-            let sep = if variant % 4 == 0 { ", " } else { "," };
+            let sep = if variant.is_multiple_of(4) { ", " } else { "," };
             out.push('{');
             out.push_str(&parts.join(sep));
-            if variant % 6 == 0 && !parts.is_empty() {
+            if variant.is_multiple_of(6) && !parts.is_empty() {
                 out.push(',');
             }
             out.push('}');
         }
-        out.push_str(if variant % 2 == 0 { " " } else { "\t" });
+        out.push_str(if variant.is_multiple_of(2) { " " } else { "\t" });
         out.push_str(&format_value(s.value, variant));
         if variant % 3 == 1 {
             out.push_str(" 1700000000000");
