@@ -48,6 +48,22 @@ impl Decimal {
         self.nanos > 0
     }
 
+    /// The decimal nearest to `value` with `places` fractional digits (at most 9); `None` for
+    /// NaN, infinities and magnitudes beyond the quantity range. For reporting measured
+    /// floats (rates, latencies) in status, never for admission checks.
+    pub fn from_f64_rounded(value: f64, places: u32) -> Option<Decimal> {
+        let places = places.min(9);
+        let scale = 10f64.powi(places as i32);
+        let scaled = (value * scale).round();
+        if !scaled.is_finite() || scaled.abs() > (MAX_UNITS as f64) * scale {
+            return None;
+        }
+        let step = 10i128.pow(9 - places);
+        Some(Decimal {
+            nanos: scaled as i128 * step,
+        })
+    }
+
     /// Nearest binary float, for display and for planners that work in floats; never for
     /// admission checks.
     pub fn to_f64(self) -> f64 {
@@ -387,6 +403,17 @@ mod tests {
             parse_decimal("9223372036854775808"),
             Err(QuantityError::TooLarge(_))
         ));
+    }
+
+    #[test]
+    fn rounds_measured_floats_for_status() {
+        assert_eq!(Decimal::from_f64_rounded(2400.0, 3).unwrap().to_string(), "2400");
+        assert_eq!(Decimal::from_f64_rounded(3966.666_666, 3).unwrap().to_string(), "3966.667");
+        assert_eq!(Decimal::from_f64_rounded(0.549_99, 4).unwrap().to_string(), "0.55");
+        assert_eq!(Decimal::from_f64_rounded(-1.5, 0).unwrap().to_string(), "-2");
+        assert_eq!(Decimal::from_f64_rounded(f64::NAN, 3), None);
+        assert_eq!(Decimal::from_f64_rounded(f64::INFINITY, 3), None);
+        assert_eq!(Decimal::from_f64_rounded(1e30, 3), None);
     }
 
     #[test]

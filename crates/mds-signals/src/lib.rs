@@ -6,6 +6,7 @@ pub mod exposition;
 pub mod observation;
 pub mod rank;
 pub mod samples;
+pub mod scrape;
 
 pub use engine::{EngineKind, EngineSample};
 pub use observation::{RoleInputs, RoleObservation, observe_role};

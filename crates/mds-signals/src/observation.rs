@@ -2,7 +2,8 @@
 //! *Role observations*; D6, D9, D10; ENGINE-METRICS.md §5).
 
 use jiff::Timestamp;
-use mds_api::status::SignalState;
+use mds_api::quantity::{Decimal, Quantity};
+use mds_api::status::{RoleStatus, SignalState};
 use mds_api::target::RoleKind;
 
 use crate::samples::{HistogramDelta, PodReading, PromptPath};
@@ -163,6 +164,25 @@ pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
         ttft_milliseconds: ttft.map(|s| s * 1000.0),
         itl_milliseconds: itl.map(|s| s * 1000.0),
         prompt_paths,
+    }
+}
+
+impl RoleObservation {
+    /// Writes exactly the numbers the status shows for this observation: rates and latencies
+    /// to a thousandth, KV usage to four places, request counts to whole requests. Missing
+    /// signals stay absent.
+    pub fn write_status(&self, status: &mut RoleStatus) {
+        let quantity = |v: Option<f64>, places| v.and_then(|v| Decimal::from_f64_rounded(v, places)).map(Quantity::from);
+        let count = |v: Option<f64>| v.filter(|v| v.is_finite()).map(|v| v.round() as i64);
+        status.ready_replicas = Some(self.ready_replicas as i32);
+        status.signal_state = Some(self.signal_state);
+        status.prompt_tokens_per_second = quantity(self.prompt_tokens_per_second, 3);
+        status.generation_tokens_per_second = quantity(self.generation_tokens_per_second, 3);
+        status.running_requests = count(self.running_requests);
+        status.waiting_requests = count(self.waiting_requests);
+        status.kv_cache_usage = quantity(self.kv_cache_usage, 4);
+        status.ttft_milliseconds = quantity(self.ttft_milliseconds, 3);
+        status.itl_milliseconds = quantity(self.itl_milliseconds, 3);
     }
 }
 
