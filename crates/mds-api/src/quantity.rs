@@ -407,10 +407,24 @@ mod tests {
 
     #[test]
     fn rounds_measured_floats_for_status() {
-        assert_eq!(Decimal::from_f64_rounded(2400.0, 3).unwrap().to_string(), "2400");
-        assert_eq!(Decimal::from_f64_rounded(3966.666_666, 3).unwrap().to_string(), "3966.667");
-        assert_eq!(Decimal::from_f64_rounded(0.549_99, 4).unwrap().to_string(), "0.55");
-        assert_eq!(Decimal::from_f64_rounded(-1.5, 0).unwrap().to_string(), "-2");
+        assert_eq!(
+            Decimal::from_f64_rounded(2400.0, 3).unwrap().to_string(),
+            "2400"
+        );
+        assert_eq!(
+            Decimal::from_f64_rounded(3_966.666_666, 3)
+                .unwrap()
+                .to_string(),
+            "3966.667"
+        );
+        assert_eq!(
+            Decimal::from_f64_rounded(0.549_99, 4).unwrap().to_string(),
+            "0.55"
+        );
+        assert_eq!(
+            Decimal::from_f64_rounded(-1.5, 0).unwrap().to_string(),
+            "-2"
+        );
         assert_eq!(Decimal::from_f64_rounded(f64::NAN, 3), None);
         assert_eq!(Decimal::from_f64_rounded(f64::INFINITY, 3), None);
         assert_eq!(Decimal::from_f64_rounded(1e30, 3), None);

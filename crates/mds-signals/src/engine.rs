@@ -333,12 +333,19 @@ fn read_vllm(f: &Families, sample: &mut EngineSample) {
             );
         }
     }
-    for ignored in [
-        "vllm:prefix_cache_queries_total",
-        "vllm:external_prefix_cache_hits_total",
-    ] {
+    let not_subtracted = [
+        (
+            "vllm:prefix_cache_queries_total",
+            "hit-rate denominator; queries never cap hits",
+        ),
+        (
+            "vllm:external_prefix_cache_hits_total",
+            "connector-supplied tokens; not subtracted from prompt demand",
+        ),
+    ];
+    for (ignored, why) in not_subtracted {
         if f.has(ignored) {
-            sample.note(ignored, false, "not subtracted: queries never cap hits; connector hits are not local prefill savings");
+            sample.note(ignored, false, why);
         }
     }
 

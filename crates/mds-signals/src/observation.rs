@@ -172,7 +172,10 @@ impl RoleObservation {
     /// to a thousandth, KV usage to four places, request counts to whole requests. Missing
     /// signals stay absent.
     pub fn write_status(&self, status: &mut RoleStatus) {
-        let quantity = |v: Option<f64>, places| v.and_then(|v| Decimal::from_f64_rounded(v, places)).map(Quantity::from);
+        let quantity = |v: Option<f64>, places| {
+            v.and_then(|v| Decimal::from_f64_rounded(v, places))
+                .map(Quantity::from)
+        };
         let count = |v: Option<f64>| v.filter(|v| v.is_finite()).map(|v| v.round() as i64);
         status.ready_replicas = Some(self.ready_replicas as i32);
         status.signal_state = Some(self.signal_state);

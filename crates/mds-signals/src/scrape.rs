@@ -61,7 +61,13 @@ pub fn plan(pods: &[PodFacts]) -> ScrapePlan {
         .filter(|p| p.ready && p.pod_ip.is_some())
         .filter(|p| p.member_index.unwrap_or(0) == 0 || is_scrape_opt_in(p))
         .collect();
-    eligible.sort_by_key(|p| (p.ordinal.unwrap_or(u32::MAX), p.member_index.unwrap_or(0), p.uid.clone()));
+    eligible.sort_by_key(|p| {
+        (
+            p.ordinal.unwrap_or(u32::MAX),
+            p.member_index.unwrap_or(0),
+            p.uid.clone(),
+        )
+    });
     let mut plan = ScrapePlan {
         eligible_ready: eligible.len() as u32,
         capped: eligible.len() > MAX_SAMPLED_PODS,
@@ -82,7 +88,9 @@ pub fn plan(pods: &[PodFacts]) -> ScrapePlan {
 fn url(pod: &PodFacts) -> Result<String, String> {
     let scheme = pod.scheme_annotation.as_deref().unwrap_or("http");
     if scheme != "http" && scheme != "https" {
-        return Err(format!("prometheus.io/scheme {scheme:?} is neither http nor https"));
+        return Err(format!(
+            "prometheus.io/scheme {scheme:?} is neither http nor https"
+        ));
     }
     let port = match pod.port_annotation.as_deref() {
         None => 8000,
@@ -93,9 +101,17 @@ fn url(pod: &PodFacts) -> Result<String, String> {
             .ok_or_else(|| format!("prometheus.io/port {text:?} is not a port number"))?,
     };
     let path = pod.path_annotation.as_deref().unwrap_or("/metrics");
-    let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
     let ip = pod.pod_ip.as_deref().unwrap_or_default();
-    let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() };
+    let host = if ip.contains(':') {
+        format!("[{ip}]")
+    } else {
+        ip.to_string()
+    };
     Ok(format!("{scheme}://{host}:{port}{path}"))
 }
 
@@ -118,7 +134,12 @@ mod tests {
     fn leaders_only_unless_a_member_opts_in() {
         let mut opted = pod("c", 1, Some(1));
         opted.scrape_annotation = Some("true".into());
-        let pods = [pod("a", 0, None), pod("b", 0, Some(1)), pod("d", 1, Some(0)), opted];
+        let pods = [
+            pod("a", 0, None),
+            pod("b", 0, Some(1)),
+            pod("d", 1, Some(0)),
+            opted,
+        ];
         let plan = plan(&pods);
         let uids: Vec<&str> = plan.targets.iter().map(|t| t.uid.as_str()).collect();
         assert_eq!(uids, vec!["a", "d", "c"]);
@@ -152,7 +173,10 @@ mod tests {
 
     #[test]
     fn at_most_64_pods_lowest_ordinals_first() {
-        let pods: Vec<PodFacts> = (0..70).rev().map(|i| pod(&format!("p{i}"), i, None)).collect();
+        let pods: Vec<PodFacts> = (0..70)
+            .rev()
+            .map(|i| pod(&format!("p{i}"), i, None))
+            .collect();
         let plan = plan(&pods);
         assert_eq!(plan.targets.len(), 64);
         assert!(plan.capped);

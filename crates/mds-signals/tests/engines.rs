@@ -333,7 +333,10 @@ fn an_idle_role_is_idle_not_missing() {
 #[test]
 fn the_status_shows_rounded_numbers_and_leaves_missing_signals_out() {
     let o = one_pod(EngineKind::Sglang, RoleKind::Decode, "sglang-0.5.14-decode");
-    let mut status = mds_api::status::RoleStatus { name: "decode".into(), ..Default::default() };
+    let mut status = mds_api::status::RoleStatus {
+        name: "decode".into(),
+        ..Default::default()
+    };
     o.write_status(&mut status);
     assert_eq!(status.ready_replicas, Some(1));
     assert_eq!(status.signal_state, Some(SignalState::Fresh));
@@ -346,11 +349,26 @@ fn the_status_shows_rounded_numbers_and_leaves_missing_signals_out() {
 
     let (a, _) = pair("vllm-0.12.0");
     let mut store = SampleStore::default();
-    let reading = store.record(EngineKind::Vllm, "pod-1", None, read(EngineKind::Vllm, &parse(&a)), t0());
-    let first = observe_role(&RoleInputs { kind: &RoleKind::Server, ready_replicas: 1, readings: &[reading], interval_seconds: 15, now: t0() });
+    let reading = store.record(
+        EngineKind::Vllm,
+        "pod-1",
+        None,
+        read(EngineKind::Vllm, &parse(&a)),
+        t0(),
+    );
+    let first = observe_role(&RoleInputs {
+        kind: &RoleKind::Server,
+        ready_replicas: 1,
+        readings: &[reading],
+        interval_seconds: 15,
+        now: t0(),
+    });
     let mut status = mds_api::status::RoleStatus::default();
     first.write_status(&mut status);
-    assert_eq!(status.prompt_tokens_per_second, None, "a missing rate is absent, not \"0\"");
+    assert_eq!(
+        status.prompt_tokens_per_second, None,
+        "a missing rate is absent, not \"0\""
+    );
     assert_eq!(status.ttft_milliseconds, None);
     assert_eq!(status.signal_state, Some(SignalState::Missing));
 }
@@ -358,8 +376,13 @@ fn the_status_shows_rounded_numbers_and_leaves_missing_signals_out() {
 #[test]
 fn more_than_64_ready_pods_leave_coverage_incomplete() {
     let (a, b) = pair("vllm-0.12.0");
-    let pods: Vec<(String, String, String)> = (0..64).map(|i| (format!("pod-{i}"), a.clone(), b.clone())).collect();
-    let borrowed: Vec<(&str, String, String)> = pods.iter().map(|(u, a, b)| (u.as_str(), a.clone(), b.clone())).collect();
+    let pods: Vec<(String, String, String)> = (0..64)
+        .map(|i| (format!("pod-{i}"), a.clone(), b.clone()))
+        .collect();
+    let borrowed: Vec<(&str, String, String)> = pods
+        .iter()
+        .map(|(u, a, b)| (u.as_str(), a.clone(), b.clone()))
+        .collect();
     let all = observe(EngineKind::Vllm, RoleKind::Server, &borrowed);
     assert!(all.coverage_complete, "64 ready, 64 sampled");
     // The same 64 readings while 70 Pods are ready: the sampler's cap leaves 6 unread.
@@ -373,7 +396,13 @@ fn more_than_64_ready_pods_leave_coverage_incomplete() {
             store.record(engine, uid, None, read(engine, &parse(b)), later)
         })
         .collect();
-    let capped = observe_role(&RoleInputs { kind: &RoleKind::Server, ready_replicas: 70, readings: &readings, interval_seconds: 15, now: later });
+    let capped = observe_role(&RoleInputs {
+        kind: &RoleKind::Server,
+        ready_replicas: 70,
+        readings: &readings,
+        interval_seconds: 15,
+        now: later,
+    });
     assert!(!capped.coverage_complete);
     close(capped.running_requests, 14.0 * 70.0);
 }

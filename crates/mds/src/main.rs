@@ -34,6 +34,16 @@ enum Command {
     /// invalid (every error is listed as `path: message`), 2 an input could not be read or
     /// parsed as YAML.
     Validate(commands::validate::Args),
+    /// Show what the scaler reads from a saved engine /metrics page.
+    ///
+    /// With one page: the parsed engine sample after the rank rule (running and waiting
+    /// requests, KV usage per scheduler, counters, histograms) and which series were used or
+    /// ignored and why. With two successive pages of the same Pod and --interval: the
+    /// cache-missed prompt rate, generation rate and p95 TTFT and ITL exactly as the scaler
+    /// computes them. Skipped lines are reported on standard error.
+    ///
+    /// Exit status: 0 printed, 2 a page could not be read or holds no samples.
+    InspectMetrics(commands::inspect_metrics::Args),
 }
 
 fn main() -> ExitCode {
@@ -41,5 +51,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Crd => commands::crd::run(),
         Command::Validate(args) => commands::validate::run(&args),
+        Command::InspectMetrics(args) => commands::inspect_metrics::run(&args),
     }
 }

@@ -1,2 +1,3 @@
 pub mod crd;
+pub mod inspect_metrics;
 pub mod validate;

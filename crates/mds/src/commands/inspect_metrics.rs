@@ -1,0 +1,335 @@
+//! `mds inspect-metrics`: what the scaler reads from an engine's /metrics page, and the rates
+//! and p95 latencies it would compute from two successive pages.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use jiff::{SignedDuration, Timestamp};
+use mds_api::target::RoleKind;
+use mds_signals::engine::{EngineKind, EngineSample, read};
+use mds_signals::exposition::{Page, parse};
+use mds_signals::observation::{RoleInputs, RoleObservation, observe_role};
+use mds_signals::samples::SampleStore;
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineArg {
+    Vllm,
+    Sglang,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RoleKindArg {
+    Server,
+    Prefill,
+    Decode,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The engine that served the page (the target's spec.engine.name).
+    #[arg(long, value_enum)]
+    pub engine: EngineArg,
+    /// The role kind: Decode roles add SGLang's KV transfer queue to waiting requests.
+    #[arg(long, value_enum, default_value = "server")]
+    pub role_kind: RoleKindArg,
+    /// A saved /metrics page ('-' reads standard input), e.g. from
+    /// `kubectl exec POD -c main -- curl -s localhost:8000/metrics > page.txt`.
+    pub page: PathBuf,
+    /// A second page scraped later from the same Pod: rates and p95 latencies are computed
+    /// from the counter and histogram deltas between the two.
+    #[arg(requires = "interval")]
+    pub next_page: Option<PathBuf>,
+    /// Seconds between the two scrapes.
+    #[arg(long, value_name = "SECONDS", requires = "next_page")]
+    pub interval: Option<f64>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn read_text(path: &PathBuf) -> Result<String, String> {
+    let bytes = if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| e.to_string())?;
+        bytes
+    } else {
+        std::fs::read(path).map_err(|e| e.to_string())?
+    };
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    let mut out = String::new();
+    let mut err = String::new();
+    let code = inspect(args, &mut out, &mut err);
+    print!("{out}");
+    eprint!("{err}");
+    ExitCode::from(code)
+}
+
+/// The command without terminal I/O; returns the exit code.
+pub fn inspect(args: &Args, out: &mut String, err: &mut String) -> u8 {
+    let engine = match args.engine {
+        EngineArg::Vllm => EngineKind::Vllm,
+        EngineArg::Sglang => EngineKind::Sglang,
+    };
+    let kind = match args.role_kind {
+        RoleKindArg::Server => RoleKind::Server,
+        RoleKindArg::Prefill => RoleKind::Prefill,
+        RoleKindArg::Decode => RoleKind::Decode,
+    };
+    let mut texts = Vec::new();
+    for path in std::iter::once(&args.page).chain(args.next_page.as_ref()) {
+        match read_text(path) {
+            Ok(text) => texts.push((path.display().to_string(), text)),
+            Err(reason) => {
+                let _ = writeln!(err, "{}: cannot read: {reason}", path.display());
+                return 2;
+            }
+        }
+    }
+    let pages: Vec<(String, Page)> = texts
+        .iter()
+        .map(|(name, text)| (name.clone(), parse(text)))
+        .collect();
+    for (name, page) in &pages {
+        for skipped in &page.skipped {
+            let _ = writeln!(err, "{name}:{}: skipped: {}", skipped.line, skipped.reason);
+        }
+        if page.samples.is_empty() {
+            let _ = writeln!(
+                err,
+                "{name}: no metric samples found; is this a Prometheus /metrics page?"
+            );
+            return 2;
+        }
+    }
+    let samples: Vec<EngineSample> = pages.iter().map(|(_, page)| read(engine, page)).collect();
+    let observation = match (samples.get(1), args.interval) {
+        (Some(next), Some(interval)) => {
+            if !(interval > 0.0 && interval.is_finite()) {
+                let _ = writeln!(
+                    err,
+                    "--interval must be a positive number of seconds, got {interval}"
+                );
+                return 2;
+            }
+            Some(window(engine, &kind, &samples[0], next, interval))
+        }
+        _ => None,
+    };
+    if args.json {
+        let value = json!({
+            "engine": format!("{engine:?}"),
+            "sample": sample_json(&samples[0]),
+            "window": observation.as_ref().map(|(o, reset)| observation_json(o, *reset)),
+        });
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&value).expect("JSON")
+        );
+    } else {
+        write_sample(out, &pages[0].0, &pages[0].1, &samples[0]);
+        if let Some((o, reset)) = &observation {
+            write_observation(out, o, *reset, args.interval.unwrap_or_default());
+        }
+    }
+    0
+}
+
+/// Records the two samples `interval` seconds apart and observes the role as the scaler would.
+fn window(
+    engine: EngineKind,
+    kind: &RoleKind,
+    first: &EngineSample,
+    second: &EngineSample,
+    interval: f64,
+) -> (RoleObservation, Option<&'static str>) {
+    let start = Timestamp::UNIX_EPOCH;
+    let later = start + SignedDuration::from_secs_f64(interval);
+    let mut store = SampleStore::default();
+    store.record(engine, "pod", None, first.clone(), start);
+    let reading = store.record(engine, "pod", None, second.clone(), later);
+    let reset = reading.reset;
+    let observation = observe_role(&RoleInputs {
+        kind,
+        ready_replicas: 1,
+        readings: &[reading],
+        interval_seconds: interval.ceil() as u32,
+        now: later,
+    });
+    (observation, reset)
+}
+
+fn fmt_opt(value: Option<f64>) -> String {
+    value.map_or_else(
+        || "missing".to_string(),
+        |v| format!("{}", (v * 1000.0).round() / 1000.0),
+    )
+}
+
+fn write_sample(out: &mut String, name: &str, page: &Page, sample: &EngineSample) {
+    let _ = writeln!(
+        out,
+        "{name}: {} samples, {} skipped lines",
+        page.samples.len(),
+        page.skipped.len()
+    );
+    let _ = writeln!(out, "gauges (after the rank rule)");
+    let _ = writeln!(out, "  running requests       {}", fmt_opt(sample.running));
+    let _ = writeln!(out, "  waiting requests       {}", fmt_opt(sample.waiting));
+    if sample.decode_transfer.is_some() {
+        let _ = writeln!(
+            out,
+            "  decode transfer queue  {}",
+            fmt_opt(sample.decode_transfer)
+        );
+    }
+    let kv: Vec<String> = sample.kv_usage.iter().map(|v| v.to_string()).collect();
+    let _ = writeln!(
+        out,
+        "  KV cache usage         {}",
+        if kv.is_empty() {
+            "missing".to_string()
+        } else {
+            kv.join(", ") + " (per scheduler)"
+        }
+    );
+    let _ = writeln!(out, "counters");
+    for ((counter, key), value) in &sample.counters {
+        let _ = writeln!(
+            out,
+            "  {:<15} {:<50} {value}",
+            format!("{counter:?}"),
+            braces(key)
+        );
+    }
+    let _ = writeln!(out, "histograms");
+    for ((latency, key), h) in &sample.histograms {
+        let finite: Vec<f64> = h
+            .buckets
+            .iter()
+            .map(|(le, _)| *le)
+            .filter(|le| le.is_finite())
+            .collect();
+        let range = match (finite.first(), finite.last()) {
+            (Some(lo), Some(hi)) => format!("{} buckets, le {lo} .. {hi}", finite.len()),
+            _ => "no finite buckets".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<15} {:<50} count {} sum {} ({range})",
+            format!("{latency:?}"),
+            braces(key),
+            fmt_opt(h.count),
+            fmt_opt(h.sum)
+        );
+    }
+    let _ = writeln!(out, "series");
+    for series in &sample.series {
+        let _ = writeln!(
+            out,
+            "  {:<8} {:<45} {}",
+            if series.used { "used" } else { "ignored" },
+            series.name,
+            series.note
+        );
+    }
+}
+
+fn braces(key: &str) -> String {
+    format!("{{{key}}}")
+}
+
+fn write_observation(out: &mut String, o: &RoleObservation, reset: Option<&str>, interval: f64) {
+    let _ = writeln!(out, "window of {interval} s, as the scaler computes it");
+    if let Some(reason) = reset {
+        let _ = writeln!(out, "  no rate: the baseline was dropped because {reason}");
+    }
+    let paths: Vec<String> = o.prompt_paths.iter().map(|p| format!("{p:?}")).collect();
+    let rows = [
+        ("signal state", format!("{:?}", o.signal_state)),
+        ("running requests", fmt_opt(o.running_requests)),
+        ("waiting requests", fmt_opt(o.waiting_requests)),
+        ("KV cache usage (mean)", fmt_opt(o.kv_cache_usage)),
+        (
+            "prompt tokens/s (cache-missed)",
+            fmt_opt(o.prompt_tokens_per_second),
+        ),
+        (
+            "prompt demand formula",
+            if paths.is_empty() {
+                "-".into()
+            } else {
+                paths.join(", ")
+            },
+        ),
+        (
+            "generation tokens/s",
+            fmt_opt(o.generation_tokens_per_second),
+        ),
+        ("TTFT p95 (ms)", fmt_opt(o.ttft_milliseconds)),
+        ("ITL p95 (ms)", fmt_opt(o.itl_milliseconds)),
+    ];
+    for (label, value) in rows {
+        let _ = writeln!(out, "  {label:<31} {value}");
+    }
+}
+
+fn sample_json(sample: &EngineSample) -> Value {
+    let counters: Vec<Value> = sample
+        .counters
+        .iter()
+        .map(|((c, key), v)| json!({"counter": format!("{c:?}"), "labels": key, "value": v}))
+        .collect();
+    let histograms: Vec<Value> = sample
+        .histograms
+        .iter()
+        .map(|((l, key), h)| {
+            json!({
+                "latency": format!("{l:?}"),
+                "labels": key,
+                "buckets": h.buckets.iter().map(|(le, c)| json!([if le.is_finite() { json!(le) } else { json!("+Inf") }, c])).collect::<Vec<_>>(),
+                "sum": h.sum,
+                "count": h.count,
+            })
+        })
+        .collect();
+    let series: Vec<Value> = sample
+        .series
+        .iter()
+        .map(|s| json!({"name": s.name, "used": s.used, "note": s.note}))
+        .collect();
+    json!({
+        "runningRequests": sample.running,
+        "waitingRequests": sample.waiting,
+        "decodeTransferQueue": sample.decode_transfer,
+        "kvCacheUsage": sample.kv_usage,
+        "counters": counters,
+        "histograms": histograms,
+        "series": series,
+    })
+}
+
+fn observation_json(o: &RoleObservation, reset: Option<&str>) -> Value {
+    json!({
+        "signalState": format!("{:?}", o.signal_state),
+        "baselineDropped": reset,
+        "runningRequests": o.running_requests,
+        "waitingRequests": o.waiting_requests,
+        "kvCacheUsage": o.kv_cache_usage,
+        "promptTokensPerSecond": o.prompt_tokens_per_second,
+        "promptDemandFormula": o.prompt_paths.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>(),
+        "generationTokensPerSecond": o.generation_tokens_per_second,
+        "ttftMilliseconds": o.ttft_milliseconds,
+        "itlMilliseconds": o.itl_milliseconds,
+    })
+}
