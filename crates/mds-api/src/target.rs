@@ -71,6 +71,16 @@ impl EngineKind {
 #[error("engine {0:?} is not supported; the scaler reads vLLM and SGLang metrics")]
 pub struct UnknownEngine(pub String);
 
+impl ModelDeployment {
+    /// The engine whose metric mapping applies, from `spec.engine.name` (D2).
+    pub fn engine_kind(&self) -> Result<EngineKind, UnknownEngine> {
+        match &self.spec.engine {
+            Some(engine) if !engine.name.is_empty() => EngineKind::from_name(&engine.name),
+            _ => Err(UnknownEngine(String::new())),
+        }
+    }
+}
+
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Default)]
 pub struct Router {
     #[serde(default)]
@@ -380,6 +390,16 @@ mod tests {
         assert_eq!(EngineKind::from_name("SGLang"), Ok(EngineKind::Sglang));
         let err = EngineKind::from_name("TensorRT-LLM").unwrap_err();
         assert!(err.to_string().contains("TensorRT-LLM"));
+        let mut md = ModelDeployment::default();
+        assert!(
+            md.engine_kind().is_err(),
+            "a target without an engine has no mapping"
+        );
+        md.spec.engine = Some(Engine {
+            name: "SGLang".into(),
+            version: None,
+        });
+        assert_eq!(md.engine_kind(), Ok(EngineKind::Sglang));
     }
 
     #[test]
