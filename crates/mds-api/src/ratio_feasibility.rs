@@ -18,6 +18,48 @@ pub struct Band {
     pub max: Option<Decimal>,
 }
 
+impl Band {
+    /// The integer interval this band allows for `role` given the assigned counts `values`
+    /// (`i128::MIN..=i128::MAX` when the band does not touch `role` or its other end is
+    /// unassigned).
+    pub fn interval_for(&self, role: usize, values: &[Option<i64>]) -> (i128, i128) {
+        let (mut lo, mut hi) = (i128::MIN, i128::MAX);
+        if self.numerator == role
+            && let Some(den) = values[self.denominator]
+        {
+            // role / den in [min, max]  ⇔  role in [ceil(min·den), floor(max·den)]
+            if let Some(min) = self.min {
+                lo = min.ceil_times(den);
+            }
+            if let Some(max) = self.max {
+                hi = max.floor_times(den);
+            }
+        } else if self.denominator == role
+            && let Some(num) = values[self.numerator]
+        {
+            // num / role in [min, max]  ⇔  role in [ceil(num/max), floor(num/min)]
+            if let Some(max) = self.max {
+                lo = max.ceil_div_into(num);
+            }
+            if let Some(min) = self.min {
+                hi = min.floor_div_into(num);
+            }
+        }
+        (lo, hi)
+    }
+
+    /// Whether whole counts satisfy the band, exactly.
+    pub fn satisfied(&self, numerator: i64, denominator: i64) -> bool {
+        denominator > 0
+            && self
+                .min
+                .is_none_or(|m| m.cmp_ratio(numerator, denominator).is_ge())
+            && self
+                .max
+                .is_none_or(|m| m.cmp_ratio(numerator, denominator).is_le())
+    }
+}
+
 /// The verdict for one connected component.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -169,27 +211,9 @@ impl<'a> Search<'a> {
     fn domain(&self, role: usize) -> Option<(i64, i64)> {
         let (mut lo, mut hi) = (self.bounds[role].0 as i128, self.bounds[role].1 as i128);
         for band in &self.bands {
-            if band.numerator == role
-                && let Some(den) = self.values[band.denominator]
-            {
-                // role / den in [min, max]  ⇔  role in [ceil(min·den), floor(max·den)]
-                if let Some(min) = band.min {
-                    lo = lo.max(min.ceil_times(den));
-                }
-                if let Some(max) = band.max {
-                    hi = hi.min(max.floor_times(den));
-                }
-            } else if band.denominator == role
-                && let Some(num) = self.values[band.numerator]
-            {
-                // num / role in [min, max]  ⇔  role in [ceil(num/max), floor(num/min)]
-                if let Some(max) = band.max {
-                    lo = lo.max(max.ceil_div_into(num));
-                }
-                if let Some(min) = band.min {
-                    hi = hi.min(min.floor_div_into(num));
-                }
-            }
+            let (band_lo, band_hi) = band.interval_for(role, &self.values);
+            lo = lo.max(band_lo);
+            hi = hi.min(band_hi);
         }
         (lo <= hi).then_some((lo as i64, hi as i64))
     }
@@ -240,11 +264,9 @@ mod tests {
     }
 
     fn satisfies(values: &[i64], bands: &[Band]) -> bool {
-        bands.iter().all(|b| {
-            let (n, d) = (values[b.numerator], values[b.denominator]);
-            b.min.is_none_or(|m| m.cmp_ratio(n, d).is_ge())
-                && b.max.is_none_or(|m| m.cmp_ratio(n, d).is_le())
-        })
+        bands
+            .iter()
+            .all(|b| b.satisfied(values[b.numerator], values[b.denominator]))
     }
 
     #[test]

@@ -1,0 +1,764 @@
+//! One planning pass: algorithms, pacing and guards, the solver, one direction per commit.
+
+use std::fmt;
+
+use jiff::{SignedDuration, Timestamp};
+use mds_api::ratio_feasibility::Band;
+use mds_api::target::RoleKind;
+use mds_signals::RoleObservation;
+
+use crate::algorithms::{self, Recommendation};
+use crate::policy::{AlgorithmPolicy, Policy};
+use crate::reason::Reason;
+use crate::solver::{self, SolverBand, SolverRole};
+use crate::state::PlannerState;
+
+/// One role's inputs, in the order of [`Policy::roles`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoleInput {
+    /// Desired count on the target now.
+    pub current: i32,
+    pub observation: Option<RoleObservation>,
+}
+
+/// Facts about the target that guard scale-up and scale-down.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Guards {
+    /// `status.retirement` exists on the target (any state).
+    pub retirement_active: bool,
+    /// An aborted retirement's cooldown runs until then.
+    pub abort_cooldown_until: Option<Timestamp>,
+    /// An added ordinal is not admitted yet (D18): no role grows.
+    pub unadmitted_ordinals: bool,
+    /// Target roles without bounds in the scaler: planning stops with `BoundsConflict`.
+    pub unbounded_target_roles: Vec<String>,
+}
+
+/// Everything one pass needs.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanInput<'a> {
+    pub policy: &'a Policy,
+    pub roles: &'a [RoleInput],
+    pub guards: &'a Guards,
+    pub now: Timestamp,
+}
+
+/// Why scale-down or scale-up of a role was held this pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    NoReadyReplicas,
+    IncompleteCoverage,
+    AlgorithmHold,
+    RetirementActive,
+    AbortCooldown,
+    DecodePostScaleUpGrace,
+    UnadmittedOrdinals,
+}
+
+/// A limit that shaped a role's result, with its numbers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Limit {
+    Bound {
+        min: i32,
+        max: i32,
+    },
+    Step {
+        max_change: i32,
+    },
+    /// Growth waits for or is capped by the scale-up window's lowest recommendation.
+    ScaleUpWindow {
+        window_seconds: i64,
+        lowest: Option<i32>,
+    },
+    /// Shrinkage waits for or is floored by the scale-down window's highest recommendation.
+    ScaleDownWindow {
+        window_seconds: i64,
+        highest: Option<i32>,
+    },
+    Guard(Guard),
+    /// The ratio bands of these `spec.ratios` indices moved the result.
+    Ratio {
+        ratios: Vec<usize>,
+    },
+    /// No vector satisfies the bands within the allowed moves: the component holds.
+    NoFeasibleVector {
+        ratios: Vec<usize>,
+    },
+    /// Another role grows in this commit; shrinking waits (D16).
+    GrowthFirst,
+    /// Another role shrinks in this commit; one at a time (D16).
+    OneShrinkPerCommit,
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::Bound { min, max } => write!(f, "bounds [{min}, {max}]"),
+            Limit::Step { max_change } => {
+                write!(f, "step limit of {max_change} replica(s) per pass")
+            }
+            Limit::ScaleUpWindow {
+                window_seconds,
+                lowest: Some(l),
+            } => write!(
+                f,
+                "scale-up window of {window_seconds} s: lowest recommendation {l}"
+            ),
+            Limit::ScaleUpWindow {
+                window_seconds,
+                lowest: None,
+            } => write!(
+                f,
+                "scale-up window of {window_seconds} s: history does not span it yet"
+            ),
+            Limit::ScaleDownWindow {
+                window_seconds,
+                highest: Some(h),
+            } => write!(
+                f,
+                "scale-down window of {window_seconds} s: highest recommendation {h}"
+            ),
+            Limit::ScaleDownWindow {
+                window_seconds,
+                highest: None,
+            } => write!(
+                f,
+                "scale-down window of {window_seconds} s: history does not span it yet"
+            ),
+            Limit::Guard(g) => write!(f, "guard {g:?}"),
+            Limit::Ratio { ratios } => write!(f, "ratio bands {ratios:?}"),
+            Limit::NoFeasibleVector { ratios } => write!(
+                f,
+                "no vector satisfies ratio bands {ratios:?} within the allowed moves"
+            ),
+            Limit::GrowthFirst => {
+                f.write_str("growth commits first; shrinking waits for a later pass")
+            }
+            Limit::OneShrinkPerCommit => f.write_str("one role shrinks per commit"),
+        }
+    }
+}
+
+/// The result for one role.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RolePlan {
+    pub name: String,
+    pub current: i32,
+    /// The algorithm's recommendation (`rawRecommendedReplicas`).
+    pub raw: i32,
+    /// After bounds, ratios, pacing and guards (`constrainedReplicas`).
+    pub constrained: i32,
+    /// The reason the status shows.
+    pub reason: Reason,
+    /// The algorithm's own reason, kept when a constraint replaces it.
+    pub algorithm_reason: Reason,
+    /// What the algorithm saw.
+    pub note: String,
+    pub limits: Vec<Limit>,
+}
+
+/// The result of a pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub roles: Vec<RolePlan>,
+    /// `BoundsConflict` or `RatioConflict` when planning stopped for the whole target.
+    pub conflict: Option<(Reason, String)>,
+}
+
+impl Plan {
+    /// The constrained vector, in policy role order.
+    pub fn vector(&self) -> Vec<i32> {
+        self.roles.iter().map(|r| r.constrained).collect()
+    }
+
+    /// A step limit or guard changed some role's result (`Blocked=PacingBounded`).
+    pub fn pacing_bounded(&self) -> bool {
+        self.roles.iter().any(|r| r.reason == Reason::PacingBounded)
+    }
+}
+
+fn band(policy: &Policy, i: usize) -> Band {
+    let r = &policy.ratios[i];
+    Band {
+        numerator: r.numerator,
+        denominator: r.denominator,
+        min: r.min,
+        max: r.max,
+    }
+}
+
+/// A conflict that stops planning: bounds first, then ratio bands (spec, *Bounds and ratios*).
+fn conflict(input: &PlanInput) -> Option<(Reason, String)> {
+    let policy = input.policy;
+    if let Some(role) = input.guards.unbounded_target_roles.first() {
+        return Some((
+            Reason::BoundsConflict,
+            format!("target role {role:?} has no bounds in spec.roles"),
+        ));
+    }
+    for (r, role) in policy.roles.iter().zip(input.roles) {
+        if r.min < 1 || r.max > 1024 || r.min > r.max {
+            return Some((
+                Reason::BoundsConflict,
+                format!(
+                    "role {:?} has inconsistent bounds [{}, {}]",
+                    r.name, r.min, r.max
+                ),
+            ));
+        }
+        if role.current < r.min || role.current > r.max {
+            return Some((
+                Reason::BoundsConflict,
+                format!(
+                    "role {:?} has {} replicas, outside its bounds [{}, {}]",
+                    r.name, role.current, r.min, r.max
+                ),
+            ));
+        }
+    }
+    for i in 0..policy.ratios.len() {
+        let b = band(policy, i);
+        let (n, d) = (
+            input.roles[b.numerator].current,
+            input.roles[b.denominator].current,
+        );
+        if !b.satisfied(n as i64, d as i64) {
+            return Some((
+                Reason::RatioConflict,
+                format!(
+                    "the current {n}/{d} of {:?}/{:?} lies outside ratio band {i}",
+                    policy.roles[b.numerator].name, policy.roles[b.denominator].name
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// Runs each role's algorithm, then the coupled roles (D12).
+fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation> {
+    let policy = input.policy;
+    let now = input.now;
+    let mut recs: Vec<Option<Recommendation>> = vec![None; policy.roles.len()];
+    for (i, role) in policy.roles.iter().enumerate() {
+        let current = input.roles[i].current;
+        let observation = input.roles[i].observation.as_ref();
+        let memory = state.roles.entry(role.name.clone()).or_default();
+        recs[i] = match &policy.algorithm {
+            AlgorithmPolicy::Proportional {
+                metric,
+                tolerance,
+                targets,
+            } => targets[i].map(|target| {
+                algorithms::proportional(*metric, *tolerance, target, current, observation)
+            }),
+            AlgorithmPolicy::TokenThroughput(token) => (role.kind != RoleKind::Encode).then(|| {
+                algorithms::record_demand(&role.kind, observation, memory, now);
+                algorithms::token_throughput(&role.kind, token, current, observation, memory, now)
+            }),
+            AlgorithmPolicy::Predictive(predictive) => (role.kind != RoleKind::Encode).then(|| {
+                let demand = algorithms::record_demand(&role.kind, observation, memory, now);
+                algorithms::predictive(
+                    &role.kind,
+                    predictive,
+                    current,
+                    observation,
+                    demand,
+                    memory,
+                    now,
+                )
+            }),
+        };
+    }
+    // Coupled roles follow a directly linked role's recommendation through the ratio target,
+    // or through the current ratio when the band has no target.
+    for _ in 0..policy.roles.len() {
+        for i in 0..policy.roles.len() {
+            if recs[i].is_some() {
+                continue;
+            }
+            for (r, ratio) in policy.ratios.iter().enumerate() {
+                let (partner, i_is_numerator) = match (ratio.numerator == i, ratio.denominator == i)
+                {
+                    (true, _) => (ratio.denominator, true),
+                    (_, true) => (ratio.numerator, false),
+                    _ => continue,
+                };
+                let Some(partner_rec) = recs[partner].as_ref().map(|p| p.raw) else {
+                    continue;
+                };
+                let (current, partner_current) = (
+                    input.roles[i].current as f64,
+                    input.roles[partner].current as f64,
+                );
+                let ratio_value = ratio
+                    .target
+                    .map(|t| t.to_f64())
+                    .unwrap_or(if i_is_numerator {
+                        current / partner_current
+                    } else {
+                        partner_current / current
+                    });
+                let raw = if i_is_numerator {
+                    partner_rec as f64 * ratio_value
+                } else {
+                    partner_rec as f64 / ratio_value
+                };
+                let raw = raw.round().clamp(1.0, 1024.0) as i32;
+                recs[i] = Some(Recommendation {
+                    raw,
+                    reason: Reason::RatioCoupled,
+                    holds_scale_down: false,
+                    note: format!(
+                        "follows {:?} ({partner_rec}) through ratio {r} at {ratio_value:.3}",
+                        policy.roles[partner].name
+                    ),
+                });
+                break;
+            }
+        }
+    }
+    recs.into_iter()
+        .enumerate()
+        .map(|(i, rec)| {
+            rec.unwrap_or(Recommendation {
+                raw: input.roles[i].current,
+                reason: Reason::RatioCoupled,
+                holds_scale_down: true,
+                note: "no linked role has a recommendation".into(),
+            })
+        })
+        .collect()
+}
+
+/// The counts a role may take this pass in each direction.
+struct Moves {
+    /// Highest count when its component grows.
+    up: i32,
+    /// Lowest count when its component shrinks.
+    down: i32,
+    up_limits: Vec<Limit>,
+    down_limits: Vec<Limit>,
+}
+
+fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation) -> Moves {
+    let policy = input.policy;
+    let role = &policy.roles[i];
+    let current = input.roles[i].current;
+    let memory = state.roles.get(&role.name);
+    let now = input.now;
+    let mut m = Moves {
+        up: current,
+        down: current,
+        up_limits: vec![],
+        down_limits: vec![],
+    };
+
+    // Growth.
+    if input.guards.unadmitted_ordinals {
+        m.up_limits.push(Limit::Guard(Guard::UnadmittedOrdinals));
+    } else {
+        let step = policy.growth_step(current);
+        m.up = current + step;
+        if rec.raw > m.up {
+            m.up_limits.push(Limit::Step { max_change: step });
+        }
+        let window = policy.scale_up_window_seconds;
+        if window > 0 && rec.raw > current {
+            let (recent, spans) = memory
+                .map(|s| s.recommendations_in(now, window))
+                .unwrap_or_default();
+            if !spans {
+                m.up = current;
+                m.up_limits.push(Limit::ScaleUpWindow {
+                    window_seconds: window,
+                    lowest: None,
+                });
+            } else if let Some(&lowest) = recent.iter().min()
+                && lowest < m.up
+            {
+                m.up = lowest.max(current);
+                if lowest < rec.raw {
+                    m.up_limits.push(Limit::ScaleUpWindow {
+                        window_seconds: window,
+                        lowest: Some(lowest),
+                    });
+                }
+            }
+        }
+        if m.up > role.max {
+            m.up = role.max;
+            if rec.raw > role.max {
+                m.up_limits.push(Limit::Bound {
+                    min: role.min,
+                    max: role.max,
+                });
+            }
+        }
+    }
+
+    // Shrinkage and its guards (spec, Pacing and guards).
+    let observation = input.roles[i].observation.as_ref();
+    let mut guards = Vec::new();
+    match observation {
+        Some(o) if o.ready_replicas == 0 => guards.push(Guard::NoReadyReplicas),
+        Some(o) if !o.coverage_complete => guards.push(Guard::IncompleteCoverage),
+        None => guards.push(Guard::IncompleteCoverage),
+        _ => {}
+    }
+    if rec.holds_scale_down {
+        guards.push(Guard::AlgorithmHold);
+    }
+    if input.guards.retirement_active {
+        guards.push(Guard::RetirementActive);
+    }
+    if input
+        .guards
+        .abort_cooldown_until
+        .is_some_and(|until| now < until)
+    {
+        guards.push(Guard::AbortCooldown);
+    }
+    if role.kind == RoleKind::Decode
+        && memory
+            .and_then(|s| s.last_scale_up)
+            .is_some_and(|t| now < t + SignedDuration::from_secs(policy.decode_grace_seconds))
+    {
+        guards.push(Guard::DecodePostScaleUpGrace);
+    }
+    if !guards.is_empty() {
+        m.down_limits.extend(guards.into_iter().map(Limit::Guard));
+        return m;
+    }
+    let step = policy.shrink_step(current);
+    m.down = current - step;
+    if rec.raw < m.down || step == 0 {
+        m.down_limits.push(Limit::Step { max_change: step });
+    }
+    let window = policy.scale_down_window_seconds;
+    if rec.raw < current {
+        let (recent, spans) = memory
+            .map(|s| s.recommendations_in(now, window))
+            .unwrap_or_default();
+        if !spans {
+            m.down = current;
+            m.down_limits.push(Limit::ScaleDownWindow {
+                window_seconds: window,
+                highest: None,
+            });
+        } else if let Some(&highest) = recent.iter().max()
+            && highest > m.down
+        {
+            m.down = highest.min(current);
+            if highest > rec.raw {
+                m.down_limits.push(Limit::ScaleDownWindow {
+                    window_seconds: window,
+                    highest: Some(highest),
+                });
+            }
+        }
+    }
+    if m.down < role.min {
+        m.down = role.min;
+        if rec.raw < role.min {
+            m.down_limits.push(Limit::Bound {
+                min: role.min,
+                max: role.max,
+            });
+        }
+    }
+    m
+}
+
+/// Connected components of the ratio graph (every role appears in exactly one), each with
+/// its ratio indices, in role order.
+fn components(policy: &Policy) -> Vec<(Vec<usize>, Vec<usize>)> {
+    let n = policy.roles.len();
+    let mut component: Vec<usize> = (0..n).collect();
+    loop {
+        let mut changed = false;
+        for r in &policy.ratios {
+            let c = component[r.numerator].min(component[r.denominator]);
+            for end in [r.numerator, r.denominator] {
+                if component[end] != c {
+                    let old = component[end];
+                    component
+                        .iter_mut()
+                        .filter(|x| **x == old)
+                        .for_each(|x| *x = c);
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut out: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
+    for root in 0..n {
+        let roles: Vec<usize> = (0..n).filter(|&i| component[i] == root).collect();
+        if roles.is_empty() {
+            continue;
+        }
+        let ratios = (0..policy.ratios.len())
+            .filter(|&r| component[policy.ratios[r].numerator] == root)
+            .collect();
+        out.push((roles, ratios));
+    }
+    out
+}
+
+/// Solves one component with per-role boxes; `None` when no vector exists.
+fn solve_component(
+    policy: &Policy,
+    roles: &[usize],
+    ratios: &[usize],
+    boxes: &[(i32, i32)],
+    recs: &[i32],
+) -> Option<Vec<i32>> {
+    let local = |global: usize| {
+        roles
+            .iter()
+            .position(|&r| r == global)
+            .expect("role in component")
+    };
+    let solver_roles: Vec<SolverRole> = roles
+        .iter()
+        .map(|&g| SolverRole {
+            lo: boxes[g].0,
+            hi: boxes[g].1,
+            recommendation: recs[g],
+        })
+        .collect();
+    let bands: Vec<SolverBand> = ratios
+        .iter()
+        .map(|&r| {
+            let b = band(policy, r);
+            SolverBand {
+                band: Band {
+                    numerator: local(b.numerator),
+                    denominator: local(b.denominator),
+                    ..b
+                },
+                target: policy.ratios[r].target,
+            }
+        })
+        .collect();
+    solver::solve(&solver_roles, &bands, solver::WORK_LIMIT)
+}
+
+/// Plans one pass. Returns the plan and the planner memory to keep.
+pub fn plan(input: &PlanInput, state: &PlannerState) -> (Plan, PlannerState) {
+    let policy = input.policy;
+    assert_eq!(
+        policy.roles.len(),
+        input.roles.len(),
+        "one input per policy role"
+    );
+    let mut state = state.clone();
+    let recs = recommend(input, &mut state);
+    for (role, rec) in policy.roles.iter().zip(&recs) {
+        state
+            .roles
+            .entry(role.name.clone())
+            .or_default()
+            .record_recommendation(input.now, rec.raw);
+    }
+    let current: Vec<i32> = input.roles.iter().map(|r| r.current).collect();
+    let mut results: Vec<RolePlan> = policy
+        .roles
+        .iter()
+        .zip(&recs)
+        .zip(&current)
+        .map(|((role, rec), &current)| RolePlan {
+            name: role.name.clone(),
+            current,
+            raw: rec.raw,
+            constrained: current,
+            reason: rec.reason,
+            algorithm_reason: rec.reason,
+            note: rec.note.clone(),
+            limits: vec![],
+        })
+        .collect();
+    if let Some((reason, message)) = conflict(input) {
+        for r in &mut results {
+            r.reason = reason;
+        }
+        return (
+            Plan {
+                roles: results,
+                conflict: Some((reason, message)),
+            },
+            state,
+        );
+    }
+
+    let raws: Vec<i32> = recs.iter().map(|r| r.raw).collect();
+    let moves: Vec<Moves> = (0..policy.roles.len())
+        .map(|i| moves(input, &state, i, &recs[i]))
+        .collect();
+    let comps = components(policy);
+    let mut vector = current.clone();
+    let mut up_component = vec![false; policy.roles.len()];
+    for (roles, ratios) in &comps {
+        // D17: any role recommending growth gives the component an upward direction.
+        let up = roles.iter().any(|&i| raws[i] > current[i]);
+        let boxes: Vec<(i32, i32)> = (0..policy.roles.len())
+            .map(|i| {
+                if up {
+                    (current[i], moves[i].up)
+                } else {
+                    (moves[i].down, current[i])
+                }
+            })
+            .collect();
+        for &i in roles {
+            up_component[i] = up;
+            let limits = if up {
+                &moves[i].up_limits
+            } else {
+                &moves[i].down_limits
+            };
+            if (up && raws[i] > current[i]) || (!up && raws[i] < current[i]) {
+                results[i].limits.extend(limits.iter().cloned());
+            }
+        }
+        match solve_component(policy, roles, ratios, &boxes, &raws) {
+            Some(solution) => {
+                for (slot, &i) in roles.iter().enumerate() {
+                    vector[i] = solution[slot];
+                    let boxed = raws[i].clamp(boxes[i].0, boxes[i].1);
+                    if solution[slot] != boxed && !ratios.is_empty() {
+                        results[i].limits.push(Limit::Ratio {
+                            ratios: ratios.clone(),
+                        });
+                        // A role pulled along by a ratio is limited by its own moves too.
+                        if solution[slot] == boxes[i].1 && up || solution[slot] == boxes[i].0 && !up
+                        {
+                            let own = if up {
+                                &moves[i].up_limits
+                            } else {
+                                &moves[i].down_limits
+                            };
+                            for l in own {
+                                if !results[i].limits.contains(l) {
+                                    results[i].limits.push(l.clone());
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            None => {
+                for &i in roles {
+                    results[i].limits.push(Limit::NoFeasibleVector {
+                        ratios: ratios.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    // D16: growth commits first; then at most one role shrinks.
+    let grows = (0..vector.len()).any(|i| vector[i] > current[i]);
+    let shrinking: Vec<usize> = (0..vector.len())
+        .filter(|&i| vector[i] < current[i])
+        .collect();
+    if grows {
+        for &i in &shrinking {
+            vector[i] = current[i];
+            results[i].limits.push(Limit::GrowthFirst);
+        }
+    } else if shrinking.len() > 1 {
+        let chosen =
+            choose_single_shrink(policy, &comps, &current, &moves, &raws, &vector, &shrinking);
+        for (roles, _) in &comps {
+            if chosen.as_ref().is_some_and(|(c, _)| roles.contains(c)) {
+                continue;
+            }
+            for &i in roles {
+                if vector[i] < current[i] {
+                    vector[i] = current[i];
+                    results[i].limits.push(Limit::OneShrinkPerCommit);
+                }
+            }
+        }
+        if let Some((_, solution)) = chosen {
+            for (i, v) in solution {
+                if v == current[i] && vector[i] < current[i] {
+                    results[i].limits.push(Limit::OneShrinkPerCommit);
+                }
+                vector[i] = v;
+            }
+        }
+    }
+
+    for (i, r) in results.iter_mut().enumerate() {
+        r.constrained = vector[i];
+        let _ = up_component[i];
+        if r.constrained == r.raw {
+            continue;
+        }
+        let paced = r.limits.iter().any(|l| {
+            matches!(
+                l,
+                Limit::Step { .. }
+                    | Limit::ScaleUpWindow { .. }
+                    | Limit::ScaleDownWindow { .. }
+                    | Limit::Guard(_)
+                    | Limit::GrowthFirst
+                    | Limit::OneShrinkPerCommit
+            )
+        });
+        if r.limits
+            .iter()
+            .any(|l| matches!(l, Limit::NoFeasibleVector { .. }))
+        {
+            r.reason = Reason::RatioConflict;
+        } else if paced {
+            r.reason = Reason::PacingBounded;
+        }
+    }
+    (
+        Plan {
+            roles: results,
+            conflict: None,
+        },
+        state,
+    )
+}
+
+/// Picks the one role that shrinks this pass: the largest reduction first (then role order)
+/// whose component still has a feasible vector when every other role keeps its count.
+fn choose_single_shrink(
+    policy: &Policy,
+    comps: &[(Vec<usize>, Vec<usize>)],
+    current: &[i32],
+    moves: &[Moves],
+    raws: &[i32],
+    vector: &[i32],
+    shrinking: &[usize],
+) -> Option<(usize, Vec<(usize, i32)>)> {
+    let mut candidates = shrinking.to_vec();
+    candidates.sort_by_key(|&i| (vector[i] - current[i], i));
+    for c in candidates {
+        let (roles, ratios) = comps.iter().find(|(roles, _)| roles.contains(&c))?;
+        let boxes: Vec<(i32, i32)> = (0..current.len())
+            .map(|i| {
+                if i == c {
+                    (moves[i].down, current[i])
+                } else {
+                    (current[i], current[i])
+                }
+            })
+            .collect();
+        if let Some(solution) = solve_component(policy, roles, ratios, &boxes, raws) {
+            let slot = roles.iter().position(|&r| r == c).expect("in component");
+            if solution[slot] < current[c] {
+                return Some((c, roles.iter().copied().zip(solution).collect()));
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,409 @@
+//! The planner's view of a scaler spec: every default applied, every quantity parsed, role
+//! kinds taken from the target. Built once per spec generation from a spec that admission
+//! accepted; building it again from an invalid spec reports the first problem instead of
+//! guessing.
+
+use std::collections::BTreeMap;
+
+use mds_api::defaults::{effective_algorithm_type, values};
+use mds_api::quantity::{Decimal, Quantity};
+use mds_api::spec::{
+    AlgorithmType, ModelDeploymentScalerSpec, ProportionalMetric, StepPolicy, StepPolicyType,
+    TokenThroughputParams,
+};
+use mds_api::target::RoleKind;
+
+/// One scaled role.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RolePolicy {
+    pub name: String,
+    pub kind: RoleKind,
+    pub min: i32,
+    pub max: i32,
+}
+
+/// One ratio band between roles (indices into [`Policy::roles`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RatioPolicy {
+    pub numerator: usize,
+    pub denominator: usize,
+    pub min: Option<Decimal>,
+    pub max: Option<Decimal>,
+    pub target: Option<Decimal>,
+}
+
+/// Per-kind token capacities (tokens per second one replica serves).
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Capacities {
+    pub prefill: Option<f64>,
+    pub decode: Option<f64>,
+    pub server: Option<f64>,
+}
+
+impl Capacities {
+    pub fn for_kind(&self, kind: &RoleKind) -> Option<f64> {
+        match kind {
+            RoleKind::Prefill => self.prefill,
+            RoleKind::Decode => self.decode,
+            RoleKind::Server => self.server,
+            RoleKind::Encode | RoleKind::Unknown(_) => None,
+        }
+    }
+}
+
+/// TokenThroughput parameters (also the Predictive fallback).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenPolicy {
+    pub capacities: Capacities,
+    pub stable_window_seconds: i64,
+    pub panic_window_seconds: i64,
+    pub panic_threshold: f64,
+    pub ttft_target_ms: f64,
+    pub itl_target_ms: f64,
+}
+
+/// Predictive parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PredictivePolicy {
+    pub fallback: TokenPolicy,
+    pub horizon_seconds: f64,
+    pub capacities: Capacities,
+    pub q_level: f64,
+    pub q_trend: f64,
+    pub measurement_noise: f64,
+    pub min_points: u32,
+}
+
+/// The algorithm and its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AlgorithmPolicy {
+    Proportional {
+        metric: ProportionalMetric,
+        tolerance: f64,
+        /// Per role (by index): the target per ready replica.
+        targets: Vec<Option<f64>>,
+    },
+    TokenThroughput(TokenPolicy),
+    Predictive(PredictivePolicy),
+}
+
+/// A step unit for one direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Pods(i32),
+    Percent(i32),
+}
+
+impl Step {
+    /// The replicas a step allows from `current`, rounding percentages up.
+    pub fn replicas(self, current: i32) -> i32 {
+        match self {
+            Step::Pods(n) => n.max(0),
+            Step::Percent(p) => ((current as i64 * p.max(0) as i64 + 99) / 100) as i32,
+        }
+    }
+}
+
+fn step(policy: Option<&StepPolicy>) -> Option<Step> {
+    policy.map(|p| match p.policy_type {
+        StepPolicyType::Pods => Step::Pods(p.value),
+        StepPolicyType::Percent => Step::Percent(p.value),
+    })
+}
+
+/// Everything the planner needs from the spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    pub roles: Vec<RolePolicy>,
+    pub ratios: Vec<RatioPolicy>,
+    pub algorithm: AlgorithmPolicy,
+    pub interval_seconds: i64,
+    pub scale_up_window_seconds: i64,
+    pub max_step_replicas: i32,
+    pub max_step_percent: i32,
+    pub scale_up_step: Option<Step>,
+    pub scale_down_window_seconds: i64,
+    pub cooldown_after_abort_seconds: i64,
+    pub decode_grace_seconds: i64,
+    pub scale_down_step: Option<Step>,
+}
+
+/// Why a policy could not be built; admission refuses such specs, so seeing one means the
+/// spec bypassed admission.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct PolicyError {
+    pub path: String,
+    pub message: String,
+}
+
+fn quantity(
+    path: &str,
+    q: Option<&Quantity>,
+    default: Option<&str>,
+) -> Result<Option<Decimal>, PolicyError> {
+    let text = match (q, default) {
+        (Some(q), _) => q.0.as_str(),
+        (None, Some(d)) => d,
+        (None, None) => return Ok(None),
+    };
+    mds_api::quantity::parse_decimal(text)
+        .map(Some)
+        .map_err(|e| PolicyError {
+            path: path.to_string(),
+            message: format!("the quantity {e}"),
+        })
+}
+
+/// A Kalman noise: omitted or nonpositive values use the default (spec, *Predictive*).
+fn noise(path: &str, q: Option<&Quantity>, default: &str) -> Result<f64, PolicyError> {
+    let value = quantity(path, q, Some(default))?.unwrap_or_default();
+    if value.is_positive() {
+        Ok(value.to_f64())
+    } else {
+        Ok(quantity(path, None, Some(default))?
+            .unwrap_or_default()
+            .to_f64())
+    }
+}
+
+fn token_policy(base: &str, p: &TokenThroughputParams) -> Result<TokenPolicy, PolicyError> {
+    let f =
+        |field: &str, q: Option<&Quantity>, d: Option<&str>| -> Result<Option<f64>, PolicyError> {
+            Ok(quantity(&format!("{base}.{field}"), q, d)?.map(Decimal::to_f64))
+        };
+    Ok(TokenPolicy {
+        capacities: Capacities {
+            prefill: f(
+                "prefillTargetTokensPerSecond",
+                p.prefill_target_tokens_per_second.as_ref(),
+                None,
+            )?,
+            decode: f(
+                "decodeTargetTokensPerSecond",
+                p.decode_target_tokens_per_second.as_ref(),
+                None,
+            )?,
+            server: f(
+                "serverTargetTokensPerSecond",
+                p.server_target_tokens_per_second.as_ref(),
+                None,
+            )?,
+        },
+        stable_window_seconds: p
+            .stable_window_seconds
+            .unwrap_or(values::STABLE_WINDOW_SECONDS) as i64,
+        panic_window_seconds: p
+            .panic_window_seconds
+            .unwrap_or(values::PANIC_WINDOW_SECONDS) as i64,
+        panic_threshold: f(
+            "panicThreshold",
+            p.panic_threshold.as_ref(),
+            Some(values::PANIC_THRESHOLD),
+        )?
+        .unwrap_or(2.0),
+        ttft_target_ms: f(
+            "ttftTargetMilliseconds",
+            p.ttft_target_milliseconds.as_ref(),
+            Some(values::TTFT_TARGET_MILLISECONDS),
+        )?
+        .unwrap_or(500.0),
+        itl_target_ms: f(
+            "itlTargetMilliseconds",
+            p.itl_target_milliseconds.as_ref(),
+            Some(values::ITL_TARGET_MILLISECONDS),
+        )?
+        .unwrap_or(50.0),
+    })
+}
+
+impl Policy {
+    /// Builds the policy from a spec (defaults applied here too, so an undefaulted spec plans
+    /// the same) and the target's role kinds (absent kinds are Server, D2).
+    pub fn from_spec(
+        spec: &ModelDeploymentScalerSpec,
+        kinds: &BTreeMap<String, RoleKind>,
+    ) -> Result<Policy, PolicyError> {
+        let roles: Vec<RolePolicy> = spec
+            .roles
+            .iter()
+            .map(|r| RolePolicy {
+                name: r.name.clone(),
+                kind: kinds.get(&r.name).cloned().unwrap_or(RoleKind::Server),
+                min: r.min_replicas.unwrap_or(values::MIN_REPLICAS),
+                max: r.max_replicas,
+            })
+            .collect();
+        let index = |name: &str, path: String| -> Result<usize, PolicyError> {
+            roles
+                .iter()
+                .position(|r| r.name == name)
+                .ok_or(PolicyError {
+                    path,
+                    message: format!("{name:?} is not a role in spec.roles"),
+                })
+        };
+        let mut ratios = Vec::new();
+        for (i, r) in spec.ratios.iter().enumerate() {
+            let base = format!("spec.ratios[{i}]");
+            ratios.push(RatioPolicy {
+                numerator: index(&r.numerator_role, format!("{base}.numeratorRole"))?,
+                denominator: index(&r.denominator_role, format!("{base}.denominatorRole"))?,
+                min: quantity(&format!("{base}.min"), r.min.as_ref(), None)?,
+                max: quantity(&format!("{base}.max"), r.max.as_ref(), None)?,
+                target: quantity(&format!("{base}.target"), r.target.as_ref(), None)?,
+            });
+        }
+        let algorithm_spec = spec.algorithm.clone().unwrap_or_default();
+        let missing = |path: &str| PolicyError {
+            path: path.to_string(),
+            message: "is required".to_string(),
+        };
+        let algorithm = match effective_algorithm_type(spec.algorithm.as_ref()) {
+            AlgorithmType::Proportional => {
+                let p = algorithm_spec
+                    .proportional
+                    .as_ref()
+                    .ok_or_else(|| missing("spec.algorithm.proportional"))?;
+                let mut targets = vec![None; roles.len()];
+                for (i, t) in p.role_targets.iter().enumerate() {
+                    let slot = index(
+                        &t.name,
+                        format!("spec.algorithm.proportional.roleTargets[{i}].name"),
+                    )?;
+                    targets[slot] = quantity(
+                        &format!("spec.algorithm.proportional.roleTargets[{i}].target"),
+                        Some(&t.target),
+                        None,
+                    )?
+                    .map(Decimal::to_f64);
+                }
+                AlgorithmPolicy::Proportional {
+                    metric: p
+                        .metric
+                        .ok_or_else(|| missing("spec.algorithm.proportional.metric"))?,
+                    tolerance: quantity(
+                        "spec.algorithm.proportional.tolerance",
+                        p.tolerance.as_ref(),
+                        Some(values::TOLERANCE),
+                    )?
+                    .unwrap_or_default()
+                    .to_f64(),
+                    targets,
+                }
+            }
+            AlgorithmType::TokenThroughput => {
+                let p = algorithm_spec
+                    .token_throughput
+                    .as_ref()
+                    .ok_or_else(|| missing("spec.algorithm.tokenThroughput"))?;
+                AlgorithmPolicy::TokenThroughput(token_policy("spec.algorithm.tokenThroughput", p)?)
+            }
+            AlgorithmType::Predictive => {
+                let base = "spec.algorithm.predictive";
+                let p = algorithm_spec
+                    .predictive
+                    .as_ref()
+                    .ok_or_else(|| missing(base))?;
+                let fallback = p
+                    .token_throughput
+                    .as_ref()
+                    .ok_or_else(|| missing("spec.algorithm.predictive.tokenThroughput"))?;
+                let cap = |field: &str, q: Option<&Quantity>| -> Result<Option<f64>, PolicyError> {
+                    Ok(quantity(&format!("{base}.{field}"), q, None)?.map(Decimal::to_f64))
+                };
+                AlgorithmPolicy::Predictive(PredictivePolicy {
+                    fallback: token_policy(&format!("{base}.tokenThroughput"), fallback)?,
+                    horizon_seconds: p.horizon_seconds.unwrap_or(values::HORIZON_SECONDS) as f64,
+                    capacities: Capacities {
+                        prefill: cap(
+                            "prefillTokenCapacityPerReplica",
+                            p.prefill_token_capacity_per_replica.as_ref(),
+                        )?,
+                        decode: cap(
+                            "decodeTokenCapacityPerReplica",
+                            p.decode_token_capacity_per_replica.as_ref(),
+                        )?,
+                        server: cap(
+                            "serverTokenCapacityPerReplica",
+                            p.server_token_capacity_per_replica.as_ref(),
+                        )?,
+                    },
+                    q_level: noise(
+                        &format!("{base}.qLevel"),
+                        p.q_level.as_ref(),
+                        values::Q_LEVEL,
+                    )?,
+                    q_trend: noise(
+                        &format!("{base}.qTrend"),
+                        p.q_trend.as_ref(),
+                        values::Q_TREND,
+                    )?,
+                    measurement_noise: noise(
+                        &format!("{base}.measurementNoise"),
+                        p.measurement_noise.as_ref(),
+                        values::MEASUREMENT_NOISE,
+                    )?,
+                    min_points: p.min_points.unwrap_or(values::MIN_POINTS).max(1) as u32,
+                })
+            }
+        };
+        let behavior = spec.behavior.clone().unwrap_or_default();
+        let up = behavior.scale_up.unwrap_or_default();
+        let down = behavior.scale_down.unwrap_or_default();
+        // "Omission or zero stores the default" (spec, Pacing and guards).
+        let nonzero = |v: Option<i32>, d: i32| v.filter(|v| *v != 0).unwrap_or(d);
+        Ok(Policy {
+            roles,
+            ratios,
+            algorithm,
+            interval_seconds: spec
+                .sampling
+                .as_ref()
+                .and_then(|s| s.interval_seconds)
+                .unwrap_or(values::INTERVAL_SECONDS) as i64,
+            scale_up_window_seconds: up
+                .stabilization_window_seconds
+                .unwrap_or(values::SCALE_UP_STABILIZATION_WINDOW_SECONDS)
+                as i64,
+            max_step_replicas: nonzero(up.max_step_replicas, values::MAX_STEP_REPLICAS),
+            max_step_percent: nonzero(up.max_step_percent, values::MAX_STEP_PERCENT),
+            scale_up_step: step(up.step_policy.as_ref()),
+            scale_down_window_seconds: nonzero(
+                down.stabilization_window_seconds,
+                values::SCALE_DOWN_STABILIZATION_WINDOW_SECONDS,
+            ) as i64,
+            cooldown_after_abort_seconds: nonzero(
+                down.cooldown_after_abort_seconds,
+                values::COOLDOWN_AFTER_ABORT_SECONDS,
+            ) as i64,
+            decode_grace_seconds: nonzero(
+                down.decode_post_scale_up_grace_seconds,
+                values::DECODE_POST_SCALE_UP_GRACE_SECONDS,
+            ) as i64,
+            scale_down_step: step(down.step_policy.as_ref()),
+        })
+    }
+
+    /// The most replicas one pass may add to a role at `current` (D16).
+    pub fn growth_step(&self, current: i32) -> i32 {
+        match self.scale_up_step {
+            Some(step) => step.replicas(current),
+            None => self
+                .max_step_replicas
+                .max(Step::Percent(self.max_step_percent).replicas(current)),
+        }
+    }
+
+    /// The most replicas one pass may remove from a role at `current`.
+    pub fn shrink_step(&self, current: i32) -> i32 {
+        match self.scale_down_step {
+            Some(step) => step.replicas(current),
+            None => 1,
+        }
+    }
+
+    pub fn role_index(&self, name: &str) -> Option<usize> {
+        self.roles.iter().position(|r| r.name == name)
+    }
+}

@@ -1,0 +1,202 @@
+//! Planner memory: demand and recommendation histories and the Kalman filter of each role.
+//! Kept in memory while planning and written to (and restored from) status by the core.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use jiff::Timestamp;
+
+/// At most this many entries per history (spec, *Status*).
+pub const HISTORY_LIMIT: usize = 256;
+
+/// A local-linear-trend Kalman filter over a role's demand (tokens per second).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kalman {
+    /// Estimated demand.
+    pub level: f64,
+    /// Demand change per second.
+    pub trend: f64,
+    /// Covariance of (level, trend).
+    pub p: [[f64; 2]; 2],
+    /// Observations processed.
+    pub sample_count: u32,
+    pub updated_at: Timestamp,
+}
+
+/// Noise parameters of the filter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Noise {
+    pub q_level: f64,
+    pub q_trend: f64,
+    pub measurement: f64,
+}
+
+impl Kalman {
+    /// A filter seeded by its first observation: level at the observation, no trend, the
+    /// level as uncertain as a measurement and the trend uncertain to one token/s per second.
+    pub fn start(z: f64, at: Timestamp, noise: Noise) -> Kalman {
+        Kalman {
+            level: z,
+            trend: 0.0,
+            p: [[noise.measurement, 0.0], [0.0, 1.0]],
+            sample_count: 1,
+            updated_at: at,
+        }
+    }
+
+    /// One predict-and-update step with observation `z` at `at` (D14: one per pass).
+    pub fn update(&mut self, z: f64, at: Timestamp, noise: Noise) {
+        let dt = at.duration_since(self.updated_at).as_secs_f64().max(0.0);
+        // Predict: x = F x, P = F P Fᵀ + Q with F = [[1, dt], [0, 1]].
+        let level = self.level + self.trend * dt;
+        let [[p00, p01], [p10, p11]] = self.p;
+        let a00 = p00 + dt * (p10 + p01) + dt * dt * p11 + noise.q_level;
+        let a01 = p01 + dt * p11;
+        let a10 = p10 + dt * p11;
+        let a11 = p11 + noise.q_trend;
+        // Update with H = [1, 0].
+        let innovation = z - level;
+        let s = a00 + noise.measurement;
+        let (k0, k1) = (a00 / s, a10 / s);
+        self.level = level + k0 * innovation;
+        self.trend += k1 * innovation;
+        self.p = [
+            [(1.0 - k0) * a00, (1.0 - k0) * a01],
+            [a10 - k1 * a00, a11 - k1 * a01],
+        ];
+        self.sample_count += 1;
+        self.updated_at = at;
+    }
+
+    /// Demand `horizon` seconds ahead, never below zero (D14).
+    pub fn forecast(&self, horizon_seconds: f64) -> f64 {
+        (self.level + self.trend * horizon_seconds).max(0.0)
+    }
+}
+
+/// Memory of one role.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct RoleState {
+    /// Demand samples (tokens per second) for the token windows.
+    pub demand: VecDeque<(Timestamp, f64)>,
+    /// Algorithm recommendations for stabilization (D15).
+    pub recommendations: VecDeque<(Timestamp, i32)>,
+    pub kalman: Option<Kalman>,
+    /// When the role last grew (decode post-scale-up grace).
+    pub last_scale_up: Option<Timestamp>,
+}
+
+fn push_bounded<T>(history: &mut VecDeque<(Timestamp, T)>, at: Timestamp, value: T) {
+    // A second entry for the same instant replaces the first: one pass, one sample.
+    if history.back().is_some_and(|(t, _)| *t == at) {
+        history.pop_back();
+    }
+    history.push_back((at, value));
+    while history.len() > HISTORY_LIMIT {
+        history.pop_front();
+    }
+}
+
+impl RoleState {
+    pub fn record_demand(&mut self, at: Timestamp, tokens_per_second: f64) {
+        push_bounded(&mut self.demand, at, tokens_per_second);
+    }
+
+    pub fn record_recommendation(&mut self, at: Timestamp, replicas: i32) {
+        push_bounded(&mut self.recommendations, at, replicas);
+    }
+
+    /// Mean demand over `(now - window, now]` when at least two samples fall in it (a window
+    /// needs successive valid samples).
+    pub fn window_mean(&self, now: Timestamp, window_seconds: i64) -> Option<f64> {
+        let since = now - jiff::SignedDuration::from_secs(window_seconds);
+        let values: Vec<f64> = self
+            .demand
+            .iter()
+            .filter(|(t, _)| *t > since && *t <= now)
+            .map(|(_, v)| *v)
+            .collect();
+        (values.len() >= 2).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    }
+
+    /// Recommendations within `[now - window, now]`, and whether the history reaches back to
+    /// the window's start (D15).
+    pub fn recommendations_in(&self, now: Timestamp, window_seconds: i64) -> (Vec<i32>, bool) {
+        let since = now - jiff::SignedDuration::from_secs(window_seconds);
+        let spans = self
+            .recommendations
+            .front()
+            .is_some_and(|(t, _)| *t <= since);
+        let values = self
+            .recommendations
+            .iter()
+            .filter(|(t, _)| *t >= since && *t <= now)
+            .map(|(_, r)| *r)
+            .collect();
+        (values, spans)
+    }
+}
+
+/// Memory of every role, by name.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PlannerState {
+    pub roles: BTreeMap<String, RoleState>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    const NOISE: Noise = Noise {
+        q_level: 1.0,
+        q_trend: 0.1,
+        measurement: 10.0,
+    };
+
+    #[test]
+    fn the_filter_tracks_a_linear_ramp() {
+        let mut k = Kalman::start(1000.0, at(0), NOISE);
+        for step in 1..=40 {
+            k.update(1000.0 + 2.0 * 15.0 * step as f64, at(15 * step), NOISE);
+        }
+        assert!((k.trend - 2.0).abs() < 0.05, "trend {}", k.trend);
+        let expected = 1000.0 + 2.0 * (600.0 + 300.0);
+        assert!(
+            (k.forecast(300.0) - expected).abs() < 20.0,
+            "forecast {}",
+            k.forecast(300.0)
+        );
+        assert_eq!(k.sample_count, 41);
+    }
+
+    #[test]
+    fn forecasts_never_go_below_zero() {
+        let mut k = Kalman::start(100.0, at(0), NOISE);
+        for step in 1..=20 {
+            k.update((100.0 - 10.0 * step as f64).max(0.0), at(15 * step), NOISE);
+        }
+        assert_eq!(k.forecast(600.0), 0.0);
+    }
+
+    #[test]
+    fn windows_need_two_samples_and_histories_stay_bounded() {
+        let mut s = RoleState::default();
+        s.record_demand(at(0), 100.0);
+        assert_eq!(s.window_mean(at(0), 60), None);
+        s.record_demand(at(15), 300.0);
+        assert_eq!(s.window_mean(at(15), 60), Some(200.0));
+        assert_eq!(s.window_mean(at(80), 60), None, "both samples fell out");
+        for i in 0..300 {
+            s.record_recommendation(at(i), i as i32);
+        }
+        assert_eq!(s.recommendations.len(), HISTORY_LIMIT);
+        let (values, spans) = s.recommendations_in(at(299), 10);
+        assert_eq!(values.len(), 11);
+        assert!(spans);
+        let (_, spans) = s.recommendations_in(at(299), 1000);
+        assert!(!spans, "history only reaches back 255 s");
+    }
+}
