@@ -354,46 +354,50 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
         down_limits: vec![],
     };
 
-    // Growth.
+    // Growth: the lowest of the step, the scale-up window and the bound applies, and only
+    // the limits that bind are reported.
     if input.guards.unadmitted_ordinals {
         m.up_limits.push(Limit::Guard(Guard::UnadmittedOrdinals));
     } else {
         let step = policy.growth_step(current);
-        m.up = current + step;
-        if rec.raw > m.up {
-            m.up_limits.push(Limit::Step { max_change: step });
-        }
+        let mut caps: Vec<(i32, Limit)> = vec![
+            (current + step, Limit::Step { max_change: step }),
+            (
+                role.max,
+                Limit::Bound {
+                    min: role.min,
+                    max: role.max,
+                },
+            ),
+        ];
         let window = policy.scale_up_window_seconds;
         if window > 0 && rec.raw > current {
             let (recent, spans) = memory
                 .map(|s| s.recommendations_in(now, window))
                 .unwrap_or_default();
-            if !spans {
-                m.up = current;
-                m.up_limits.push(Limit::ScaleUpWindow {
+            let lowest = recent.iter().min().copied();
+            let cap = if spans {
+                lowest.unwrap_or(current).max(current)
+            } else {
+                current
+            };
+            caps.push((
+                cap,
+                Limit::ScaleUpWindow {
                     window_seconds: window,
-                    lowest: None,
-                });
-            } else if let Some(&lowest) = recent.iter().min()
-                && lowest < m.up
-            {
-                m.up = lowest.max(current);
-                if lowest < rec.raw {
-                    m.up_limits.push(Limit::ScaleUpWindow {
-                        window_seconds: window,
-                        lowest: Some(lowest),
-                    });
-                }
-            }
+                    lowest: lowest.filter(|_| spans),
+                },
+            ));
         }
-        if m.up > role.max {
-            m.up = role.max;
-            if rec.raw > role.max {
-                m.up_limits.push(Limit::Bound {
-                    min: role.min,
-                    max: role.max,
-                });
-            }
+        m.up = caps
+            .iter()
+            .map(|(c, _)| *c)
+            .min()
+            .unwrap_or(current)
+            .max(current);
+        if rec.raw > m.up {
+            m.up_limits
+                .extend(caps.into_iter().filter(|(c, _)| *c <= m.up).map(|(_, l)| l));
         }
     }
 
@@ -431,41 +435,48 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
         return m;
     }
     let step = policy.shrink_step(current);
-    m.down = current - step;
-    if rec.raw < m.down || step == 0 {
-        m.down_limits.push(Limit::Step { max_change: step });
-    }
+    let mut floors: Vec<(i32, Limit)> = vec![
+        (current - step, Limit::Step { max_change: step }),
+        (
+            role.min,
+            Limit::Bound {
+                min: role.min,
+                max: role.max,
+            },
+        ),
+    ];
     let window = policy.scale_down_window_seconds;
     if rec.raw < current {
         let (recent, spans) = memory
             .map(|s| s.recommendations_in(now, window))
             .unwrap_or_default();
-        if !spans {
-            m.down = current;
-            m.down_limits.push(Limit::ScaleDownWindow {
+        let highest = recent.iter().max().copied();
+        let floor = if spans {
+            highest.unwrap_or(current).min(current)
+        } else {
+            current
+        };
+        floors.push((
+            floor,
+            Limit::ScaleDownWindow {
                 window_seconds: window,
-                highest: None,
-            });
-        } else if let Some(&highest) = recent.iter().max()
-            && highest > m.down
-        {
-            m.down = highest.min(current);
-            if highest > rec.raw {
-                m.down_limits.push(Limit::ScaleDownWindow {
-                    window_seconds: window,
-                    highest: Some(highest),
-                });
-            }
-        }
+                highest: highest.filter(|_| spans),
+            },
+        ));
     }
-    if m.down < role.min {
-        m.down = role.min;
-        if rec.raw < role.min {
-            m.down_limits.push(Limit::Bound {
-                min: role.min,
-                max: role.max,
-            });
-        }
+    m.down = floors
+        .iter()
+        .map(|(f, _)| *f)
+        .max()
+        .unwrap_or(current)
+        .min(current);
+    if rec.raw < m.down {
+        m.down_limits.extend(
+            floors
+                .into_iter()
+                .filter(|(f, _)| *f >= m.down)
+                .map(|(_, l)| l),
+        );
     }
     m
 }
@@ -600,7 +611,6 @@ pub fn plan(input: &PlanInput, state: &PlannerState) -> (Plan, PlannerState) {
         .collect();
     let comps = components(policy);
     let mut vector = current.clone();
-    let mut up_component = vec![false; policy.roles.len()];
     for (roles, ratios) in &comps {
         // D17: any role recommending growth gives the component an upward direction.
         let up = roles.iter().any(|&i| raws[i] > current[i]);
@@ -614,7 +624,6 @@ pub fn plan(input: &PlanInput, state: &PlannerState) -> (Plan, PlannerState) {
             })
             .collect();
         for &i in roles {
-            up_component[i] = up;
             let limits = if up {
                 &moves[i].up_limits
             } else {
@@ -696,7 +705,6 @@ pub fn plan(input: &PlanInput, state: &PlannerState) -> (Plan, PlannerState) {
 
     for (i, r) in results.iter_mut().enumerate() {
         r.constrained = vector[i];
-        let _ = up_component[i];
         if r.constrained == r.raw {
             continue;
         }

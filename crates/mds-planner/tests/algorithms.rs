@@ -1,0 +1,368 @@
+//! The spec's Algorithms section, rule by rule. These tests read the algorithm's own reason;
+//! pacing and constraint reasons are tested in pacing.rs.
+
+mod common;
+
+use common::*;
+use mds_api::status::SignalState;
+use mds_api::target::RoleKind;
+use mds_planner::Reason;
+use serde_json::json;
+
+fn proportional_world(metric: &str, current: i32) -> World {
+    let spec = json!({
+        "targetRef": {"name": "md"},
+        "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 64}],
+        "algorithm": {"proportional": {"metric": metric, "roleTargets": [{"name": "server", "target": "8"}]}}
+    });
+    World::new(policy(spec, &[("server", RoleKind::Server)]), &[current])
+}
+
+#[test]
+fn proportional_holds_within_tolerance() {
+    let mut w = proportional_world("QueueDepth", 4);
+    // 34 requests over 4 ready = 8.5 per replica: |8.5/8 - 1| = 0.0625 <= 0.1.
+    let p = w.pass(&[Some(requests(obs(4), 30.0, 4.0))]);
+    assert_eq!(p.roles[0].raw, 4);
+    assert_eq!(p.roles[0].algorithm_reason, Reason::WithinTolerance);
+}
+
+#[test]
+fn proportional_outside_tolerance_is_the_ceiling_of_total_over_target() {
+    let mut w = proportional_world("QueueDepth", 4);
+    // 40 + 5 = 45 requests, 11.25 per replica: ceil(45 / 8) = 6.
+    let p = w.pass(&[Some(requests(obs(4), 40.0, 5.0))]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (6, Reason::Proportional)
+    );
+    // Zero load still recommends one replica.
+    let p = w.pass(&[Some(requests(obs(4), 0.0, 0.0))]);
+    assert_eq!(p.roles[0].raw, 1);
+}
+
+#[test]
+fn proportional_metrics_read_the_right_signals() {
+    let o = prompt(generation(requests(obs(1), 10.0, 30.0), 50.0), 30.0);
+    let cases = [
+        ("RunningRequests", 2),           // 10 / 8
+        ("WaitingRequests", 4),           // 30 / 8
+        ("QueueDepth", 5),                // 40 / 8
+        ("PromptTokensPerSecond", 4),     // 30 / 8
+        ("GenerationTokensPerSecond", 7), // 50 / 8
+        ("TotalTokensPerSecond", 10),     // 80 / 8
+    ];
+    for (metric, expected) in cases {
+        let mut w = proportional_world(metric, 1);
+        assert_eq!(
+            w.pass(&[Some(o.clone())]).roles[0].raw,
+            expected,
+            "{metric}"
+        );
+    }
+}
+
+#[test]
+fn proportional_without_ready_replicas_holds() {
+    let mut w = proportional_world("QueueDepth", 3);
+    let p = w.pass(&[Some(requests(obs(0), 100.0, 0.0))]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (3, Reason::NoReadyReplicas)
+    );
+    assert_eq!(p.roles[0].constrained, 3);
+}
+
+#[test]
+fn proportional_missing_metric_holds_and_never_reads_zero() {
+    let mut w = proportional_world("QueueDepth", 3);
+    let mut o = obs(3);
+    o.waiting_requests = None;
+    let p = w.pass(&[Some(o)]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (3, Reason::WaitingForMetrics)
+    );
+}
+
+#[test]
+fn a_role_without_its_own_target_follows_its_ratio() {
+    let spec = json!({
+        "targetRef": {"name": "md"},
+        "roles": [{"name": "server", "maxReplicas": 64}, {"name": "sidecar", "maxReplicas": 64}],
+        "ratios": [{"numeratorRole": "sidecar", "denominatorRole": "server", "target": "0.5"}],
+        "algorithm": {"proportional": {"metric": "QueueDepth", "roleTargets": [{"name": "server", "target": "8"}]}}
+    });
+    let mut w = World::new(policy(spec, &[]), &[4, 2]);
+    let p = w.pass(&[Some(requests(obs(4), 64.0, 0.0)), Some(obs(2))]);
+    assert_eq!(p.roles[0].raw, 8);
+    assert_eq!(
+        (p.roles[1].raw, p.roles[1].algorithm_reason),
+        (4, Reason::RatioCoupled)
+    );
+    assert_eq!(p.vector(), vec![8, 4]);
+}
+
+fn prefill_world(current: i32) -> World {
+    let spec = token_spec(
+        json!([{"name": "prefill", "minReplicas": 1, "maxReplicas": 64}]),
+        json!([]),
+        json!({"prefillTargetTokensPerSecond": "1000", "stableWindowSeconds": 60, "panicWindowSeconds": 30}),
+    );
+    World::new(policy(spec, &[("prefill", RoleKind::Prefill)]), &[current])
+}
+
+#[test]
+fn token_throughput_needs_two_samples_in_its_window() {
+    let mut w = prefill_world(2);
+    let p = w.pass(&[Some(prompt(obs(2), 5000.0))]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (2, Reason::WaitingForMetrics)
+    );
+    w.now += 15;
+    let p = w.pass(&[Some(prompt(obs(2), 3000.0))]);
+    // Stable mean 4000 over 1000 per replica; panic (mean 4000) reaches 2 x 2 ready x 1000.
+    assert_eq!(p.roles[0].raw, 4);
+}
+
+#[test]
+fn token_throughput_divides_the_stable_average_by_capacity_rounding_up() {
+    let mut w = prefill_world(4);
+    let p = w.run(60, 15, &[Some(prompt(obs(4), 2500.0))]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (3, Reason::TokenThroughput)
+    );
+}
+
+#[test]
+fn panic_uses_the_larger_recommendation_and_prevents_scale_down() {
+    let mut w = prefill_world(2);
+    w.run(60, 15, &[Some(prompt(obs(2), 1000.0))]);
+    // A burst: the panic window mean reaches 2 x 2 ready x 1000 = 4000.
+    w.now += 15;
+    w.pass(&[Some(prompt(obs(2), 7000.0))]);
+    w.now += 15;
+    let p = w.pass(&[Some(prompt(obs(2), 7000.0))]);
+    let role = &p.roles[0];
+    assert_eq!(role.algorithm_reason, Reason::Panic);
+    assert_eq!(
+        role.raw, 7,
+        "panic window 7000 / 1000 beats the stable {}",
+        role.note
+    );
+    // Panic with a demand that would shrink: raw never below current.
+    let mut w = prefill_world(8);
+    w.run(60, 15, &[Some(prompt(obs(2), 5000.0))]);
+    let p = w.pass(&[Some(prompt(obs(2), 5000.0))]);
+    assert_eq!(p.roles[0].algorithm_reason, Reason::Panic);
+    assert!(p.roles[0].raw >= 8);
+}
+
+fn decode_world(current: i32, spec_extra: serde_json::Value) -> World {
+    let mut token = json!({"decodeTargetTokensPerSecond": "100", "stableWindowSeconds": 60, "panicWindowSeconds": 30, "itlTargetMilliseconds": "50"});
+    token
+        .as_object_mut()
+        .unwrap()
+        .extend(spec_extra.as_object().unwrap().clone());
+    let spec = token_spec(
+        json!([{"name": "decode", "minReplicas": 1, "maxReplicas": 64}]),
+        json!([]),
+        token,
+    );
+    World::new(policy(spec, &[("decode", RoleKind::Decode)]), &[current])
+}
+
+#[test]
+fn latency_above_one_point_two_asks_for_one_more_replica() {
+    let mut w = decode_world(4, json!({}));
+    // Demand fits 3 replicas, but ITL is 70 ms against 50: 1.4x.
+    let p = w.run(
+        45,
+        15,
+        &[Some(latency(generation(obs(4), 300.0), None, Some(70.0)))],
+    );
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (5, Reason::LatencyGuardScaleUp)
+    );
+}
+
+#[test]
+fn latency_above_target_holds_scale_down() {
+    let mut w = decode_world(4, json!({}));
+    let p = w.run(
+        45,
+        15,
+        &[Some(latency(generation(obs(4), 150.0), None, Some(55.0)))],
+    );
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (4, Reason::LatencyGuardHold)
+    );
+}
+
+#[test]
+fn missing_latency_holds_scale_down_but_allows_growth() {
+    let mut w = decode_world(4, json!({}));
+    let p = w.run(
+        45,
+        15,
+        &[Some(latency(generation(obs(4), 150.0), None, None))],
+    );
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (4, Reason::LatencyGuardHold)
+    );
+    let mut w = decode_world(4, json!({}));
+    let p = w.run(
+        45,
+        15,
+        &[Some(latency(generation(obs(4), 650.0), None, None))],
+    );
+    assert_eq!(p.roles[0].raw, 7, "throughput-driven growth is allowed");
+}
+
+#[test]
+fn an_idle_role_without_latency_may_shrink() {
+    let mut w = decode_world(4, json!({}));
+    let mut idle = latency(generation(obs(4), 0.0), None, None);
+    idle.signal_state = SignalState::Idle;
+    let p = w.run(45, 15, &[Some(idle)]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (1, Reason::TokenThroughput)
+    );
+}
+
+#[test]
+fn a_server_role_uses_the_larger_relative_breach() {
+    let spec = token_spec(
+        json!([{"name": "server", "maxReplicas": 64}]),
+        json!([]),
+        json!({"serverTargetTokensPerSecond": "1000", "ttftTargetMilliseconds": "500", "itlTargetMilliseconds": "50"}),
+    );
+    let mut w = World::new(policy(spec, &[]), &[4]);
+    // TTFT 550 / 500 = 1.1 (hold), ITL 65 / 50 = 1.3 (scale up): the larger wins.
+    let o = latency(
+        generation(prompt(obs(4), 1000.0), 1000.0),
+        Some(550.0),
+        Some(65.0),
+    );
+    let p = w.run(200, 15, &[Some(o)]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (5, Reason::LatencyGuardScaleUp)
+    );
+}
+
+#[test]
+fn encode_roles_follow_their_ratio() {
+    let spec = token_spec(
+        json!([{"name": "encode", "maxReplicas": 16}, {"name": "prefill", "maxReplicas": 16}]),
+        json!([{"numeratorRole": "encode", "denominatorRole": "prefill", "target": "0.5"}]),
+        json!({"prefillTargetTokensPerSecond": "1000", "stableWindowSeconds": 60}),
+    );
+    let mut w = World::new(
+        policy(
+            spec,
+            &[("encode", RoleKind::Encode), ("prefill", RoleKind::Prefill)],
+        ),
+        &[1, 2],
+    );
+    let p = w.run(60, 15, &[Some(obs(1)), Some(prompt(obs(2), 5500.0))]);
+    assert_eq!(p.roles[1].raw, 6);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (3, Reason::RatioCoupled)
+    );
+}
+
+fn predictive_world(current: i32, min_points: i32) -> World {
+    let spec = json!({
+        "targetRef": {"name": "md"},
+        "roles": [{"name": "prefill", "minReplicas": 1, "maxReplicas": 64}],
+        "algorithm": {"predictive": {
+            "tokenThroughput": {"prefillTargetTokensPerSecond": "1000", "stableWindowSeconds": 60, "panicWindowSeconds": 30},
+            "prefillTokenCapacityPerReplica": "1000",
+            "horizonSeconds": 300,
+            "minPoints": min_points
+        }}
+    });
+    World::new(policy(spec, &[("prefill", RoleKind::Prefill)]), &[current])
+}
+
+#[test]
+fn predictive_warms_up_on_the_fallback() {
+    let mut w = predictive_world(4, 6);
+    let mut reasons = vec![];
+    for i in 0..7 {
+        w.now = 15 * i;
+        reasons.push(w.pass(&[Some(prompt(obs(4), 3500.0))]).roles[0].algorithm_reason);
+    }
+    assert_eq!(reasons[0], Reason::WaitingForMetrics, "no window yet");
+    assert!(
+        reasons[1..5]
+            .iter()
+            .all(|r| *r == Reason::PredictorWarmingUp),
+        "{reasons:?}"
+    );
+    assert_eq!(reasons[6], Reason::Predictive, "{reasons:?}");
+}
+
+#[test]
+fn predictive_grows_ahead_of_a_ramp_and_never_below_the_fallback() {
+    let mut w = predictive_world(4, 6);
+    let mut last = None;
+    for i in 0..20 {
+        w.now = 15 * i;
+        // Demand climbs 10 tokens/s every second.
+        last = Some(w.pass(&[Some(prompt(obs(4), 2000.0 + 150.0 * i as f64))]));
+    }
+    let role = &last.unwrap().roles[0];
+    // Now 4850 tok/s; in 300 s about 7850: 8 replicas, while the stable window says 5.
+    assert_eq!(role.algorithm_reason, Reason::Predictive, "{}", role.note);
+    assert!(role.raw >= 8, "{} {}", role.raw, role.note);
+    // A falling forecast never goes below the TokenThroughput result.
+    let mut w = predictive_world(4, 2);
+    let mut last = None;
+    for i in 0..20 {
+        w.now = 15 * i;
+        last = Some(w.pass(&[Some(prompt(obs(4), (6000.0 - 300.0 * i as f64).max(0.0)))]));
+    }
+    let role = &last.unwrap().roles[0];
+    let fallback = w.state.roles["prefill"].window_mean(t(w.now), 60).unwrap();
+    assert!(
+        role.raw >= (fallback / 1000.0).ceil() as i32,
+        "{} {}",
+        role.raw,
+        role.note
+    );
+}
+
+#[test]
+fn predictive_consolidation_needs_eighty_percent_headroom() {
+    // 4 replicas, 2900 tok/s: 3 replicas would carry 2900 > 0.8 x 3 x 1000 = 2400.
+    let mut w = predictive_world(4, 2);
+    let p = w.run(120, 15, &[Some(prompt(obs(4), 2900.0))]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (4, Reason::PredictiveConsolidationHold)
+    );
+    // At 2300 tok/s the three remaining replicas stay under 80 %: shrinking is allowed.
+    let mut w = predictive_world(4, 2);
+    let p = w.run(120, 15, &[Some(prompt(obs(4), 2300.0))]);
+    assert_eq!(p.roles[0].raw, 3);
+}
+
+#[test]
+fn predictive_panic_after_warm_up_adds_a_replica() {
+    let mut w = predictive_world(4, 2);
+    w.run(60, 15, &[Some(prompt(obs(4), 1000.0))]);
+    w.now += 15;
+    w.pass(&[Some(prompt(obs(4), 20000.0))]);
+    w.now += 15;
+    let p = w.pass(&[Some(prompt(obs(4), 20000.0))]);
+    assert!(p.roles[0].raw >= 5, "{}", p.roles[0].note);
+}
