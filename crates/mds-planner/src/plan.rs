@@ -372,10 +372,10 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
         ];
         let window = policy.scale_up_window_seconds;
         if window > 0 && rec.raw > current {
-            let (recent, spans) = memory
-                .map(|s| s.recommendations_in(now, window))
+            let (range, spans) = memory
+                .map(|s| s.recommendation_range(now, window))
                 .unwrap_or_default();
-            let lowest = recent.iter().min().copied();
+            let lowest = range.map(|(lo, _)| lo);
             let cap = if spans {
                 lowest.unwrap_or(current).max(current)
             } else {
@@ -447,10 +447,10 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
     ];
     let window = policy.scale_down_window_seconds;
     if rec.raw < current {
-        let (recent, spans) = memory
-            .map(|s| s.recommendations_in(now, window))
+        let (range, spans) = memory
+            .map(|s| s.recommendation_range(now, window))
             .unwrap_or_default();
-        let highest = recent.iter().max().copied();
+        let highest = range.map(|(_, hi)| hi);
         let floor = if spans {
             highest.unwrap_or(current).min(current)
         } else {
@@ -558,16 +558,16 @@ fn solve_component(
     solver::solve(&solver_roles, &bands, solver::WORK_LIMIT)
 }
 
-/// Plans one pass. Returns the plan and the planner memory to keep.
-pub fn plan(input: &PlanInput, state: &PlannerState) -> (Plan, PlannerState) {
+/// Plans one pass and updates the planner memory (demand and recommendation histories, the
+/// filters). A caller that needs to discard a pass keeps a clone.
+pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
     let policy = input.policy;
     assert_eq!(
         policy.roles.len(),
         input.roles.len(),
         "one input per policy role"
     );
-    let mut state = state.clone();
-    let recs = recommend(input, &mut state);
+    let recs = recommend(input, state);
     for (role, rec) in policy.roles.iter().zip(&recs) {
         state
             .roles
@@ -596,18 +596,15 @@ pub fn plan(input: &PlanInput, state: &PlannerState) -> (Plan, PlannerState) {
         for r in &mut results {
             r.reason = reason;
         }
-        return (
-            Plan {
-                roles: results,
-                conflict: Some((reason, message)),
-            },
-            state,
-        );
+        return Plan {
+            roles: results,
+            conflict: Some((reason, message)),
+        };
     }
 
     let raws: Vec<i32> = recs.iter().map(|r| r.raw).collect();
     let moves: Vec<Moves> = (0..policy.roles.len())
-        .map(|i| moves(input, &state, i, &recs[i]))
+        .map(|i| moves(input, state, i, &recs[i]))
         .collect();
     let comps = components(policy);
     let mut vector = current.clone();
@@ -728,13 +725,10 @@ pub fn plan(input: &PlanInput, state: &PlannerState) -> (Plan, PlannerState) {
             r.reason = Reason::PacingBounded;
         }
     }
-    (
-        Plan {
-            roles: results,
-            conflict: None,
-        },
-        state,
-    )
+    Plan {
+        roles: results,
+        conflict: None,
+    }
 }
 
 /// Picks the one role that shrinks this pass: the largest reduction first (then role order)

@@ -106,33 +106,45 @@ impl RoleState {
     }
 
     /// Mean demand over `(now - window, now]` when at least two samples fall in it (a window
-    /// needs successive valid samples).
+    /// needs successive valid samples). Walks back from the newest sample only as far as the
+    /// window reaches.
     pub fn window_mean(&self, now: Timestamp, window_seconds: i64) -> Option<f64> {
         let since = now - jiff::SignedDuration::from_secs(window_seconds);
-        let values: Vec<f64> = self
-            .demand
-            .iter()
-            .filter(|(t, _)| *t > since && *t <= now)
-            .map(|(_, v)| *v)
-            .collect();
-        (values.len() >= 2).then(|| values.iter().sum::<f64>() / values.len() as f64)
+        let (mut sum, mut count) = (0.0, 0u32);
+        for (t, v) in self.demand.iter().rev() {
+            if *t <= since {
+                break;
+            }
+            if *t <= now {
+                sum += v;
+                count += 1;
+            }
+        }
+        (count >= 2).then(|| sum / count as f64)
     }
 
-    /// Recommendations within `[now - window, now]`, and whether the history reaches back to
-    /// the window's start (D15).
-    pub fn recommendations_in(&self, now: Timestamp, window_seconds: i64) -> (Vec<i32>, bool) {
+    /// The lowest and highest recommendation within `[now - window, now]` (`None` when there
+    /// is none), and whether the history reaches back to the window's start (D15).
+    pub fn recommendation_range(
+        &self,
+        now: Timestamp,
+        window_seconds: i64,
+    ) -> (Option<(i32, i32)>, bool) {
         let since = now - jiff::SignedDuration::from_secs(window_seconds);
         let spans = self
             .recommendations
             .front()
             .is_some_and(|(t, _)| *t <= since);
-        let values = self
-            .recommendations
-            .iter()
-            .filter(|(t, _)| *t >= since && *t <= now)
-            .map(|(_, r)| *r)
-            .collect();
-        (values, spans)
+        let mut range: Option<(i32, i32)> = None;
+        for (t, r) in self.recommendations.iter().rev() {
+            if *t < since {
+                break;
+            }
+            if *t <= now {
+                range = Some(range.map_or((*r, *r), |(lo, hi)| (lo.min(*r), hi.max(*r))));
+            }
+        }
+        (range, spans)
     }
 }
 
@@ -193,10 +205,10 @@ mod tests {
             s.record_recommendation(at(i), i as i32);
         }
         assert_eq!(s.recommendations.len(), HISTORY_LIMIT);
-        let (values, spans) = s.recommendations_in(at(299), 10);
-        assert_eq!(values.len(), 11);
+        let (range, spans) = s.recommendation_range(at(299), 10);
+        assert_eq!(range, Some((289, 299)));
         assert!(spans);
-        let (_, spans) = s.recommendations_in(at(299), 1000);
+        let (_, spans) = s.recommendation_range(at(299), 1000);
         assert!(!spans, "history only reaches back 255 s");
     }
 }

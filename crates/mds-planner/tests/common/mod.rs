@@ -101,9 +101,7 @@ impl World {
             guards: &self.guards,
             now: t(self.now),
         };
-        let (plan, state) = plan(&input, &self.state);
-        self.state = state;
-        plan
+        plan(&input, &mut self.state)
     }
 
     /// Passes every `interval` seconds for `seconds`, without applying results; returns the last.
