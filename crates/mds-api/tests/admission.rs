@@ -937,3 +937,31 @@ fn validate_scaler_requires_a_name() {
     let report = mds_api::validation::validate_scaler(&scaler, None, None);
     assert_eq!(error_paths(&report), vec!["metadata.name"]);
 }
+
+#[test]
+fn a_window_the_history_cannot_span_is_a_warning() {
+    let mut value = proportional();
+    set(&mut value, "/sampling", json!({"intervalSeconds": 5}));
+    set(
+        &mut value,
+        "/behavior",
+        json!({"scaleDown": {"stabilizationWindowSeconds": 1800}}),
+    );
+    let report = check(&value, None);
+    assert!(report.is_valid());
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    assert_eq!(
+        report.warnings[0].path,
+        "spec.behavior.scaleDown.stabilizationWindowSeconds"
+    );
+    assert!(
+        report.warnings[0].message.contains("1280 s"),
+        "{}",
+        report.warnings[0]
+    );
+    set(&mut value, "/sampling", json!({"intervalSeconds": 15}));
+    assert!(
+        check(&value, None).warnings.is_empty(),
+        "256 x 15 s = 3840 s covers 1800 s"
+    );
+}
