@@ -1,0 +1,120 @@
+//! The reconcile core: a pure state machine. The scaler (spec, status, generation), the target
+//! or its absence (with its Workloads and Pods summarised), the role observations and `now` go
+//! in; at most one target write (a JSON Patch), the new status, whether it must be written, and
+//! the events to emit come out. No I/O, no clock (ARCHITECTURE.md).
+
+pub mod conditions;
+pub mod memory;
+pub mod patch;
+mod protocol;
+mod reconcile;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::Timestamp;
+use mds_api::spec::ModelDeploymentScalerSpec;
+use mds_api::status::{ModelDeploymentScalerStatus, ReplicaVector};
+use mds_api::target::{ModelDeployment, WorkloadAdmission};
+use mds_planner::{Plan, PlannerState};
+use mds_signals::RoleObservation;
+
+pub use patch::PatchOp;
+pub use reconcile::reconcile;
+
+/// The scaler as the core sees it (the spec after defaulting).
+#[derive(Clone, Debug)]
+pub struct Scaler<'a> {
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub generation: i64,
+    pub spec: &'a ModelDeploymentScalerSpec,
+    pub status: &'a ModelDeploymentScalerStatus,
+    /// `metadata.deletionTimestamp` is set: release and let the finalizer go.
+    pub deleting: bool,
+}
+
+/// The target and what the shell learned about its instances.
+#[derive(Clone, Debug)]
+pub struct Target<'a> {
+    pub deployment: &'a ModelDeployment,
+    /// Admission of instances by (role, ordinal), from their Kueue Workloads (D4). An ordinal
+    /// without an entry is not composed yet: pending.
+    pub admission: BTreeMap<(String, i32), WorkloadAdmission>,
+    /// (role, ordinal) pairs that still have Pods (D5: a removal succeeded when none remain).
+    pub ordinals_with_pods: BTreeSet<(String, i32)>,
+}
+
+/// One pass's inputs.
+#[derive(Clone, Debug)]
+pub struct Input<'a> {
+    pub scaler: Scaler<'a>,
+    pub target: Option<Target<'a>>,
+    pub observations: &'a BTreeMap<String, RoleObservation>,
+    pub now: Timestamp,
+}
+
+/// What the shell keeps in memory between passes for one scaler.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Memory {
+    /// Planner memory; `None` until restored from status (after a start or a replacement).
+    pub planner: Option<PlannerState>,
+}
+
+/// Why a target write is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Installs the binding annotation.
+    Bind,
+    /// Writes a planned vector and its decision.
+    Commit,
+    /// Restores a pending cohort's baseline after an admission timeout.
+    Rollback,
+    /// Restores the pre-scale-down vector after an aborted retirement.
+    Restore,
+    /// Removes both annotations (Shadow, suspend, deletion).
+    Release,
+}
+
+impl WriteKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteKind::Bind => "bind",
+            WriteKind::Commit => "commit",
+            WriteKind::Rollback => "rollback",
+            WriteKind::Restore => "restore",
+            WriteKind::Release => "release",
+        }
+    }
+}
+
+/// The one target write of a pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Write {
+    pub kind: WriteKind,
+    pub ops: Vec<PatchOp>,
+    /// The replica vector written (commit, rollback, restore).
+    pub vector: Option<ReplicaVector>,
+    pub decision_id: Option<String>,
+    pub term: i64,
+}
+
+/// A Kubernetes event to emit on the scaler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// One pass's result.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub write: Option<Write>,
+    pub status: ModelDeploymentScalerStatus,
+    /// The control plane moved (D23): write the status. When a target write is present, write
+    /// the status only after it succeeded; a failed write is re-planned next pass.
+    pub write_status: bool,
+    pub events: Vec<Event>,
+    /// The planner's result, when planning ran (for metrics and reports).
+    pub plan: Option<Plan>,
+}

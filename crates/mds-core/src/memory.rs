@@ -1,0 +1,147 @@
+//! Planner memory in status (spec, *Status*, *Predictor state*; D23): histories and filters
+//! ride along with each status write and are read back when planning resumes.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use mds_api::quantity::{Decimal, Quantity};
+use mds_api::status::{
+    Covariance, DemandSample, ModelDeploymentScalerStatus, PredictorStatus, RecommendationSample,
+};
+use mds_planner::PlannerState;
+use mds_planner::state::{Kalman, RoleState};
+
+fn number(q: &Quantity) -> Option<f64> {
+    q.value().ok().map(Decimal::to_f64)
+}
+
+/// Nano precision keeps small covariances; the range check drops nonsense instead of failing.
+fn quantity(v: f64) -> Quantity {
+    Decimal::from_f64_rounded(v, 9)
+        .or_else(|| Decimal::from_f64_rounded(v, 0))
+        .unwrap_or_default()
+        .into()
+}
+
+/// Rebuilds planner memory from a status written earlier.
+pub fn restore(status: &ModelDeploymentScalerStatus) -> PlannerState {
+    let mut state = PlannerState::default();
+    for role in &status.roles {
+        let memory = state.roles.entry(role.name.clone()).or_default();
+        for sample in &role.stabilization_history {
+            memory.record_recommendation(sample.timestamp.0, sample.replicas);
+        }
+        memory.last_scale_up = role.last_scale_up_time.as_ref().map(|t| t.0);
+    }
+    for predictor in &status.predictors {
+        let memory = state.roles.entry(predictor.name.clone()).or_default();
+        for sample in &predictor.history {
+            if let Some(v) = number(&sample.tokens_per_second) {
+                memory.record_demand(sample.timestamp.0, v);
+            }
+        }
+        if let (Some(level), Some(trend), Some(c)) = (
+            predictor.level.as_ref().and_then(number),
+            predictor.trend.as_ref().and_then(number),
+            predictor.covariance.as_ref(),
+        ) && predictor.sample_count > 0
+        {
+            let p = |q: &Quantity| number(q).unwrap_or(0.0);
+            memory.kalman = Some(Kalman {
+                level,
+                trend,
+                p: [[p(&c.p00), p(&c.p01)], [p(&c.p10), p(&c.p11)]],
+                sample_count: predictor.sample_count.clamp(0, u32::MAX as i64) as u32,
+                updated_at: memory
+                    .demand
+                    .back()
+                    .map(|(t, _)| *t)
+                    .unwrap_or(Timestamp::UNIX_EPOCH),
+            });
+        }
+    }
+    state
+}
+
+/// Writes planner memory into `status` (histories and filters of the named roles).
+pub fn persist(state: &PlannerState, status: &mut ModelDeploymentScalerStatus) {
+    for role in &mut status.roles {
+        if let Some(memory) = state.roles.get(&role.name) {
+            role.stabilization_history = memory
+                .recommendations
+                .iter()
+                .map(|(t, r)| RecommendationSample {
+                    timestamp: Time(*t),
+                    replicas: *r,
+                })
+                .collect();
+            role.last_scale_up_time = memory.last_scale_up.map(Time);
+        }
+    }
+    status.predictors = state
+        .roles
+        .iter()
+        .filter(|(_, m)| !m.demand.is_empty() || m.kalman.is_some())
+        .map(|(name, m)| predictor_status(name, m))
+        .collect();
+}
+
+fn predictor_status(name: &str, m: &RoleState) -> PredictorStatus {
+    PredictorStatus {
+        name: name.to_string(),
+        level: m.kalman.as_ref().map(|k| quantity(k.level)),
+        trend: m.kalman.as_ref().map(|k| quantity(k.trend)),
+        covariance: m.kalman.as_ref().map(|k| Covariance {
+            p00: quantity(k.p[0][0]),
+            p01: quantity(k.p[0][1]),
+            p10: quantity(k.p[1][0]),
+            p11: quantity(k.p[1][1]),
+        }),
+        sample_count: m.kalman.as_ref().map_or(0, |k| k.sample_count as i64),
+        history: m
+            .demand
+            .iter()
+            .map(|(t, v)| DemandSample {
+                timestamp: Time(*t),
+                tokens_per_second: quantity(*v),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mds_api::status::RoleStatus;
+
+    #[test]
+    fn memory_round_trips_through_status() {
+        let t = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let mut state = PlannerState::default();
+        let role = state.roles.entry("prefill".into()).or_default();
+        for i in 0..10 {
+            role.record_demand(t(15 * i), 1000.5 + i as f64);
+            role.record_recommendation(t(15 * i), 3 + (i % 2) as i32);
+        }
+        role.kalman = Some(Kalman {
+            level: 1009.25,
+            trend: 0.125,
+            p: [[2.5, 0.001], [0.001, 0.0005]],
+            sample_count: 10,
+            updated_at: t(135),
+        });
+        role.last_scale_up = Some(t(60));
+        let mut status = ModelDeploymentScalerStatus {
+            roles: vec![RoleStatus {
+                name: "prefill".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        persist(&state, &mut status);
+        // Through JSON, as the API server stores it.
+        let status: ModelDeploymentScalerStatus =
+            serde_json::from_value(serde_json::to_value(&status).unwrap()).unwrap();
+        let restored = restore(&status);
+        assert_eq!(restored, state);
+    }
+}

@@ -1,0 +1,194 @@
+//! The binding fence's rules that need no planner: terms (D19), decision IDs, pending cohorts
+//! (D4, D18) and scale-down outcomes (D5).
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use mds_api::annotations::{
+    BINDING_ANNOTATION, BindingPayload, DECISION_ANNOTATION, DecisionPayload,
+};
+use mds_api::status::{
+    LastScaleDown, ModelDeploymentScalerStatus, PendingCohort, ReplicaVector, ScaleDownOutcome,
+};
+use mds_api::target::{ModelDeployment, WorkloadAdmission};
+
+use crate::Target;
+
+/// The target's annotation value, if any.
+pub fn annotation<'a>(md: &'a ModelDeployment, key: &str) -> Option<&'a str> {
+    md.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// The term of a new binding (D19): one more than the highest term seen on this target.
+pub fn next_term(md: &ModelDeployment, status: &ModelDeploymentScalerStatus) -> i64 {
+    let binding = annotation(md, BINDING_ANNOTATION)
+        .and_then(|b| BindingPayload::parse(b).ok())
+        .map(|b| b.term);
+    let decision = annotation(md, DECISION_ANNOTATION)
+        .and_then(|d| DecisionPayload::parse(d).ok())
+        .map(|d| d.term);
+    let same_target = status
+        .binding
+        .as_ref()
+        .and_then(|b| b.target_uid.as_deref())
+        == md.metadata.uid.as_deref();
+    let ours = same_target
+        .then(|| {
+            let bound = status.binding.as_ref().and_then(|b| b.term);
+            let committed = status.last_commit.as_ref().map(|c| c.term);
+            bound.max(committed)
+        })
+        .flatten();
+    1 + [binding, decision, ours]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(0)
+}
+
+/// A decision ID unique per scaler, term and millisecond.
+pub fn decision_id(scaler: &str, term: i64, now: Timestamp) -> String {
+    format!("{scaler}-t{term}-{}", now.as_millisecond())
+}
+
+/// The target's current counts by role.
+pub fn current_vector(md: &ModelDeployment) -> ReplicaVector {
+    md.spec
+        .roles
+        .iter()
+        .map(|r| (r.name.clone(), r.replicas()))
+        .collect()
+}
+
+/// Where a pending cohort stands this pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CohortState {
+    /// Every added ordinal is admitted.
+    Admitted,
+    /// Still waiting, within the timeout.
+    Waiting { unadmitted: Vec<(String, i32)> },
+    /// Roll back: an ordinal was parked, or the timeout passed with ordinals unadmitted.
+    Exhausted {
+        unadmitted: Vec<(String, i32)>,
+        parked: bool,
+    },
+}
+
+/// The ordinals a cohort added: `baseline..target` per grown role.
+pub fn added_ordinals(cohort: &PendingCohort) -> Vec<(String, i32)> {
+    cohort
+        .target_vector
+        .iter()
+        .flat_map(|(role, &to)| {
+            let from = cohort.baseline_vector.get(role).copied().unwrap_or(to);
+            (from..to).map(move |o| (role.clone(), o))
+        })
+        .collect()
+}
+
+pub fn cohort_state(
+    cohort: &PendingCohort,
+    target: &Target,
+    timeout_seconds: i64,
+    now: Timestamp,
+) -> CohortState {
+    let mut unadmitted = Vec::new();
+    let mut parked = false;
+    for key in added_ordinals(cohort) {
+        match target.admission.get(&key) {
+            Some(WorkloadAdmission::Admitted) => {}
+            Some(WorkloadAdmission::Parked) => {
+                parked = true;
+                unadmitted.push(key);
+            }
+            _ => unadmitted.push(key),
+        }
+    }
+    if unadmitted.is_empty() {
+        return CohortState::Admitted;
+    }
+    let started = cohort.started_at.as_ref().map(|t| t.0).unwrap_or(now);
+    let expired = now.duration_since(started).as_secs() > timeout_seconds;
+    if parked || expired {
+        CohortState::Exhausted { unadmitted, parked }
+    } else {
+        CohortState::Waiting { unadmitted }
+    }
+}
+
+/// How the latest scale-down's retirement ended (D5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RetirementState {
+    /// Still running (any state but Aborted), or gone with Pods still present.
+    Running,
+    /// Aborted for the role and an ordinal we removed: restore.
+    Aborted,
+    /// Gone, and no Pod of the removed ordinals remains.
+    Succeeded,
+}
+
+pub fn retirement_state(last: &LastScaleDown, target: &Target) -> RetirementState {
+    let pre = last
+        .pre_scale_down_vector
+        .get(&last.role)
+        .copied()
+        .unwrap_or(last.ordinal + 1);
+    let now_count = target
+        .deployment
+        .spec
+        .roles
+        .iter()
+        .find(|r| r.name == last.role)
+        .map_or(pre, |r| r.replicas());
+    match target
+        .deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.retirement.as_ref())
+    {
+        Some(r) if r.role_name == last.role && r.is_aborted() && r.replica_ordinal < pre => {
+            RetirementState::Aborted
+        }
+        Some(_) => RetirementState::Running,
+        None => {
+            // Removed ordinals are now_count..pre; any Pod left there means not done yet.
+            let leftover = target
+                .ordinals_with_pods
+                .iter()
+                .any(|(role, o)| *role == last.role && *o >= now_count && *o < pre);
+            if leftover {
+                RetirementState::Running
+            } else {
+                RetirementState::Succeeded
+            }
+        }
+    }
+}
+
+/// Records a commit's shrink: the first ordinal retired is the highest removed (D5).
+pub fn scale_down_record(role: &str, before: &ReplicaVector, after: i32) -> LastScaleDown {
+    let pre = before.get(role).copied().unwrap_or(after + 1);
+    LastScaleDown {
+        role: role.to_string(),
+        ordinal: pre - 1,
+        pre_scale_down_vector: before.clone(),
+        outcome: ScaleDownOutcome::Committed,
+        aborted_at: None,
+        cooldown_until: None,
+    }
+}
+
+/// Roles whose count differs between two vectors, with (before, after).
+pub fn changes(before: &ReplicaVector, after: &ReplicaVector) -> BTreeMap<String, (i32, i32)> {
+    after
+        .iter()
+        .filter_map(|(role, &to)| {
+            let from = before.get(role).copied()?;
+            (from != to).then(|| (role.clone(), (from, to)))
+        })
+        .collect()
+}

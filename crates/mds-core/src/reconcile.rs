@@ -1,0 +1,865 @@
+//! One reconcile pass (spec, *Binding fence*, *Pacing and guards*, *Status*).
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use mds_api::annotations::{
+    BINDING_ANNOTATION, BindingPayload, DECISION_ANNOTATION, DecisionPayload,
+};
+use mds_api::defaults::values;
+use mds_api::spec::Mode;
+use mds_api::status::{
+    BindingStatus, LastCommit, ModelDeploymentScalerStatus, PendingCohort, RebalanceStatus,
+    ReplicaVector, RoleStatus, ScaleDownOutcome, SignalState,
+};
+use mds_api::target::RoleKind;
+use mds_planner::{Guards, Plan, PlanInput, PlannerState, Policy, Reason, RoleInput};
+
+use crate::conditions::{self, ACTIVE, BLOCKED, BOUND, METRICS_READY, Report};
+use crate::patch::{self, TargetShape};
+use crate::protocol::{self, CohortState, RetirementState};
+use crate::{Event, Input, Memory, Outcome, Target, Write, WriteKind};
+
+/// Marks a rollback's exhaustion episode in `status.rebalance.reason`.
+const RESOURCE_EXHAUSTED: &str = "ResourceExhausted";
+
+struct Pass<'a> {
+    input: &'a Input<'a>,
+    status: ModelDeploymentScalerStatus,
+    reports: Vec<Report>,
+    events: Vec<Event>,
+    write: Option<Write>,
+    plan: Option<Plan>,
+}
+
+impl Pass<'_> {
+    fn report(
+        &mut self,
+        kind: &'static str,
+        status: bool,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) {
+        self.reports
+            .push(Report::new(kind, status, reason, message));
+    }
+
+    fn event(&mut self, warning: bool, reason: &'static str, message: impl Into<String>) {
+        self.events.push(Event {
+            warning,
+            reason,
+            message: message.into(),
+        });
+    }
+
+    fn now(&self) -> Timestamp {
+        self.input.now
+    }
+}
+
+fn shape(target: &Target) -> TargetShape {
+    let md = target.deployment;
+    TargetShape {
+        roles: md
+            .spec
+            .roles
+            .iter()
+            .map(|r| (r.name.clone(), r.replicas()))
+            .collect(),
+        has_annotations: md
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| !a.is_empty()),
+        binding: protocol::annotation(md, BINDING_ANNOTATION).map(str::to_string),
+        decision: protocol::annotation(md, DECISION_ANNOTATION).map(str::to_string),
+        resource_version: md.metadata.resource_version.clone(),
+    }
+}
+
+/// Runs one pass. `memory` is the shell's in-memory state for this scaler.
+pub fn reconcile(input: &Input, memory: &mut Memory) -> Outcome {
+    let scaler = &input.scaler;
+    let mut pass = Pass {
+        input,
+        status: scaler.status.clone(),
+        reports: vec![],
+        events: vec![],
+        write: None,
+        plan: None,
+    };
+    pass.status.observed_generation = Some(scaler.generation);
+    run(&mut pass, memory);
+    finish(pass, memory)
+}
+
+fn run(pass: &mut Pass, memory: &mut Memory) {
+    let input = pass.input;
+    let scaler = &input.scaler;
+    let spec = scaler.spec;
+
+    let Some(target) = input.target.as_ref() else {
+        if !scaler.deleting {
+            let message = format!(
+                "ModelDeployment {:?} does not exist in this namespace; the scaler waits for it",
+                spec.target_ref.name
+            );
+            pass.report(BOUND, false, "TargetNotFound", message.clone());
+            pass.report(ACTIVE, false, "TargetNotFound", message);
+        }
+        return;
+    };
+    let md = target.deployment;
+    let target_uid = md.metadata.uid.clone().unwrap_or_default();
+
+    // The binding annotation decides who owns the target.
+    let binding = match protocol::annotation(md, BINDING_ANNOTATION).map(BindingPayload::parse) {
+        None => None,
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => {
+            if !scaler.deleting {
+                let message = format!(
+                    "the target's binding cannot be parsed ({e}); fix or remove the annotation to let a scaler bind"
+                );
+                pass.report(BOUND, false, "InvalidBinding", message.clone());
+                pass.report(ACTIVE, false, "InvalidBinding", message);
+            }
+            return;
+        }
+    };
+    let ours = binding.as_ref().is_some_and(|b| b.scaler_uid == scaler.uid);
+    let release = |pass: &mut Pass, why: &str| {
+        if let Some(b) = binding.as_ref().filter(|_| ours) {
+            let payload = b.to_annotation();
+            pass.write = Some(Write {
+                kind: WriteKind::Release,
+                ops: patch::release(&shape(target), &payload),
+                vector: None,
+                decision_id: None,
+                term: b.term,
+            });
+            pass.event(
+                false,
+                "Released",
+                format!(
+                    "released ModelDeployment {:?} ({why}); replica counts stay",
+                    spec.target_ref.name
+                ),
+            );
+        }
+    };
+    if scaler.deleting {
+        release(pass, "the scaler is being deleted");
+        return;
+    }
+
+    // A replaced target (same name, new UID) stops planning until a spec edit acknowledges it.
+    let known_uid = pass
+        .status
+        .binding
+        .as_ref()
+        .and_then(|b| b.target_uid.clone());
+    if let Some(known) = known_uid.filter(|k| *k != target_uid) {
+        let replaced_at = scaler
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == BOUND && c.reason == "TargetReplaced")
+            .and_then(|c| c.observed_generation);
+        let acknowledged = replaced_at.is_some_and(|g| scaler.generation > g);
+        if !acknowledged {
+            let message = format!(
+                "ModelDeployment {:?} was deleted and recreated (UID {known} is now {target_uid}); edit the scaler spec to acknowledge and bind the new deployment",
+                spec.target_ref.name
+            );
+            // Keep the generation of the first report so the acknowledgement can be seen.
+            let generation = replaced_at.unwrap_or(scaler.generation);
+            pass.report(BOUND, false, "TargetReplaced", message.clone());
+            pass.report(ACTIVE, false, "TargetReplaced", message);
+            pass.status.observed_generation = Some(generation);
+            return;
+        }
+        // Acknowledged: forget everything about the old target.
+        let s = &mut pass.status;
+        s.binding = None;
+        s.last_commit = None;
+        s.pending_cohort = None;
+        s.rebalance = None;
+        s.last_scale_down = None;
+        s.roles.clear();
+        s.predictors.clear();
+        memory.planner = Some(PlannerState::default());
+        pass.event(
+            false,
+            "TargetReplaced",
+            format!(
+                "acknowledged the replacement of ModelDeployment {:?}",
+                spec.target_ref.name
+            ),
+        );
+    }
+    let binding_status = pass
+        .status
+        .binding
+        .get_or_insert_with(BindingStatus::default);
+    binding_status.target_uid = Some(target_uid.clone());
+    binding_status.target_name = Some(spec.target_ref.name.clone());
+
+    let active_mode = spec.mode.unwrap_or_default() == Mode::Active;
+    if spec.suspend.unwrap_or(false) {
+        release(pass, "suspended");
+        let message = "suspend is true: the scaler does not plan; set it to false to resume";
+        pass.report(BOUND, false, "Suspended", message);
+        pass.report(ACTIVE, false, "Suspended", message);
+        if let Some(b) = pass.status.binding.as_mut() {
+            b.term = None;
+        }
+        return;
+    }
+
+    let other_owner = binding.as_ref().filter(|_| !ours);
+    let committing = active_mode && other_owner.is_none();
+    if let Some(owner) = other_owner {
+        let message = format!(
+            "ModelDeployment {:?} is bound to scaler {:?}; this scaler only reports its recommendations",
+            spec.target_ref.name, owner.scaler_name
+        );
+        pass.report(BOUND, false, "AlreadyBound", message.clone());
+        pass.report(ACTIVE, false, "AlreadyBound", message);
+    } else if !active_mode {
+        release(pass, "Shadow mode");
+        pass.report(
+            BOUND,
+            true,
+            "Bound",
+            "the target is available; Shadow mode reports recommendations without owning it",
+        );
+        pass.report(
+            ACTIVE,
+            false,
+            "ShadowMode",
+            "mode is Shadow: nothing is written to the target; set mode: Active to commit",
+        );
+        if let Some(b) = pass.status.binding.as_mut() {
+            b.term = None;
+        }
+    }
+
+    // Protocol steps that write before planning (one write per pass).
+    let mut guards = Guards::default();
+    if committing && ours {
+        let term = binding.as_ref().map(|b| b.term).unwrap_or(1);
+        let payload = binding
+            .as_ref()
+            .map(|b| b.to_annotation())
+            .unwrap_or_default();
+        scale_down_outcome(pass, target, &payload, term);
+        if pass.write.is_none() {
+            cohort(pass, target, &payload, term, &mut guards);
+        }
+    }
+    if let Some(last) = pass.status.last_scale_down.as_ref()
+        && last.outcome == ScaleDownOutcome::Aborted
+    {
+        guards.abort_cooldown_until = last.cooldown_until.as_ref().map(|t| t.0);
+    }
+    guards.retirement_active = md.status.as_ref().is_some_and(|s| s.retirement.is_some());
+    if pass.status.pending_cohort.is_some() {
+        guards.unadmitted_ordinals = true;
+    }
+
+    plan_roles(pass, target, memory, &mut guards);
+
+    if committing && pass.write.is_none() {
+        if ours {
+            let term = binding.as_ref().map(|b| b.term).unwrap_or(1);
+            let payload = binding
+                .as_ref()
+                .map(|b| b.to_annotation())
+                .unwrap_or_default();
+            commit(pass, target, &payload, term, memory);
+        } else {
+            let term = protocol::next_term(md, &pass.status);
+            let payload = BindingPayload {
+                scaler_name: scaler.name.to_string(),
+                scaler_uid: scaler.uid.to_string(),
+                term,
+            }
+            .to_annotation();
+            pass.write = Some(Write {
+                kind: WriteKind::Bind,
+                ops: patch::bind(&shape(target), &payload),
+                vector: None,
+                decision_id: None,
+                term,
+            });
+            pass.event(
+                false,
+                "Bound",
+                format!(
+                    "bound ModelDeployment {:?} with term {term}",
+                    spec.target_ref.name
+                ),
+            );
+            if let Some(b) = pass.status.binding.as_mut() {
+                b.term = Some(term);
+            }
+        }
+    }
+    if committing {
+        pass.report(
+            BOUND,
+            true,
+            "Bound",
+            "this scaler owns the target's replica counts",
+        );
+        pass.report(
+            ACTIVE,
+            true,
+            "Active",
+            "decisions are committed to the target",
+        );
+        if let (Some(b), Some(owned)) = (
+            pass.status.binding.as_mut(),
+            binding.as_ref().filter(|_| ours),
+        ) {
+            b.term = Some(owned.term);
+        }
+    }
+}
+
+/// An aborted retirement restores the pre-scale-down vector and starts the cooldown (D5).
+fn scale_down_outcome(pass: &mut Pass, target: &Target, binding: &str, term: i64) {
+    let Some(last) = pass
+        .status
+        .last_scale_down
+        .clone()
+        .filter(|l| l.outcome == ScaleDownOutcome::Committed)
+    else {
+        return;
+    };
+    if protocol::retirement_state(&last, target) != RetirementState::Aborted {
+        return;
+    }
+    let now = pass.now();
+    let current = protocol::current_vector(target.deployment);
+    let restore: ReplicaVector = current
+        .keys()
+        .map(|role| {
+            (
+                role.clone(),
+                last.pre_scale_down_vector
+                    .get(role)
+                    .copied()
+                    .unwrap_or(current[role]),
+            )
+        })
+        .collect();
+    let cooldown = pass
+        .input
+        .scaler
+        .spec
+        .behavior
+        .as_ref()
+        .and_then(|b| b.scale_down.as_ref())
+        .and_then(|d| d.cooldown_after_abort_seconds)
+        .filter(|s| *s > 0)
+        .unwrap_or(values::COOLDOWN_AFTER_ABORT_SECONDS);
+    let decision = protocol::decision_id(pass.input.scaler.name, term, now);
+    record_commit(
+        pass,
+        target,
+        binding,
+        term,
+        &restore,
+        &decision,
+        WriteKind::Restore,
+    );
+    let l = pass.status.last_scale_down.as_mut().expect("present");
+    l.outcome = ScaleDownOutcome::Aborted;
+    l.aborted_at = Some(Time(now));
+    l.cooldown_until = Some(Time(now + SignedDuration::from_secs(cooldown as i64)));
+    // An aborted donor retirement cancels its rebalance transaction.
+    if pass
+        .status
+        .rebalance
+        .as_ref()
+        .and_then(|r| r.donor_role.as_deref())
+        == Some(last.role.as_str())
+    {
+        pass.status.rebalance = None;
+    }
+    pass.event(
+        true,
+        "ScaleDownAborted",
+        format!(
+            "the retirement of {} ordinal {} was aborted; restored {} to {} replicas, scale-down waits {cooldown} s",
+            last.role, last.ordinal, last.role, restore[&last.role]
+        ),
+    );
+}
+
+/// Tracks the pending cohort; rolls back the whole baseline when admission is exhausted.
+fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &mut Guards) {
+    let Some(cohort) = pass.status.pending_cohort.clone() else {
+        return;
+    };
+    let timeout = pass
+        .input
+        .scaler
+        .spec
+        .sampling
+        .as_ref()
+        .and_then(|s| s.pending_timeout_seconds)
+        .unwrap_or(values::PENDING_TIMEOUT_SECONDS) as i64;
+    match protocol::cohort_state(&cohort, target, timeout, pass.now()) {
+        CohortState::Admitted => {
+            pass.status.pending_cohort = None;
+            // Growth was admitted: any exhaustion episode is over.
+            if pass
+                .status
+                .rebalance
+                .as_ref()
+                .and_then(|r| r.reason.as_deref())
+                == Some(RESOURCE_EXHAUSTED)
+            {
+                pass.status.rebalance = None;
+            }
+        }
+        CohortState::Waiting { .. } => guards.unadmitted_ordinals = true,
+        CohortState::Exhausted { unadmitted, parked } => {
+            let current = protocol::current_vector(target.deployment);
+            let baseline: ReplicaVector = current
+                .keys()
+                .map(|role| {
+                    (
+                        role.clone(),
+                        cohort
+                            .baseline_vector
+                            .get(role)
+                            .copied()
+                            .unwrap_or(current[role]),
+                    )
+                })
+                .collect();
+            let decision = protocol::decision_id(pass.input.scaler.name, term, pass.now());
+            record_commit(
+                pass,
+                target,
+                binding,
+                term,
+                &baseline,
+                &decision,
+                WriteKind::Rollback,
+            );
+            pass.status.pending_cohort = None;
+            let receiver = unadmitted.first().map(|(role, _)| role.clone());
+            pass.status.rebalance = Some(RebalanceStatus {
+                receiver_role: receiver,
+                exhaustion_episode_generation: target.deployment.metadata.generation,
+                reason: Some(RESOURCE_EXHAUSTED.to_string()),
+                ..RebalanceStatus::default()
+            });
+            let why = if parked {
+                "a Workload was parked"
+            } else {
+                "admission timed out"
+            };
+            let list: Vec<String> = unadmitted.iter().map(|(r, o)| format!("{r}/{o}")).collect();
+            pass.event(
+                true,
+                "ResourceExhausted",
+                format!(
+                    "{why} for {}; restored the baseline of decision {}",
+                    list.join(", "),
+                    cohort.decision_id
+                ),
+            );
+        }
+    }
+}
+
+/// Builds the policy, restores memory, plans, and fills the role statuses.
+fn plan_roles(pass: &mut Pass, target: &Target, memory: &mut Memory, guards: &mut Guards) {
+    let input = pass.input;
+    let md = target.deployment;
+    let kinds: BTreeMap<String, RoleKind> = md
+        .spec
+        .roles
+        .iter()
+        .map(|r| (r.name.clone(), r.kind()))
+        .collect();
+    let policy = match Policy::from_spec(input.scaler.spec, &kinds) {
+        Ok(p) => p,
+        Err(e) => {
+            pass.report(
+                BLOCKED,
+                true,
+                "BoundsConflict",
+                format!("the spec cannot be planned: {e}"),
+            );
+            return;
+        }
+    };
+    let current = protocol::current_vector(md);
+    guards.unbounded_target_roles = current
+        .keys()
+        .filter(|r| policy.role_index(r).is_none())
+        .cloned()
+        .collect();
+    let missing: Vec<&str> = policy
+        .roles
+        .iter()
+        .filter(|r| !current.contains_key(&r.name))
+        .map(|r| r.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        pass.report(
+            BLOCKED,
+            true,
+            "BoundsConflict",
+            format!("roles {missing:?} do not exist on the target"),
+        );
+        return;
+    }
+    let roles: Vec<RoleInput> = policy
+        .roles
+        .iter()
+        .map(|r| RoleInput {
+            current: current[&r.name],
+            observation: input.observations.get(&r.name).cloned(),
+        })
+        .collect();
+    let planner = memory
+        .planner
+        .get_or_insert_with(|| crate::memory::restore(input.scaler.status));
+    let plan = mds_planner::plan(
+        &PlanInput {
+            policy: &policy,
+            roles: &roles,
+            guards,
+            now: input.now,
+        },
+        planner,
+    );
+    let ready: BTreeMap<String, i32> = md
+        .status
+        .as_ref()
+        .map(|s| {
+            s.roles
+                .iter()
+                .filter_map(|r| Some((r.name.clone(), r.ready?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    pass.status.roles = plan
+        .roles
+        .iter()
+        .map(|r| {
+            let mut status = RoleStatus {
+                name: r.name.clone(),
+                ..RoleStatus::default()
+            };
+            if let Some(o) = input.observations.get(&r.name) {
+                o.write_status(&mut status);
+            }
+            status.ready_replicas = status.ready_replicas.or(ready.get(&r.name).copied());
+            status.current_replicas = Some(r.current);
+            status.raw_recommended_replicas = Some(r.raw);
+            status.constrained_replicas = Some(r.constrained);
+            status.reason = Some(r.reason.as_str().to_string());
+            status
+        })
+        .collect();
+    pass.plan = Some(plan);
+}
+
+/// Commits the plan's vector when it differs from the target's.
+fn commit(pass: &mut Pass, target: &Target, binding: &str, term: i64, memory: &mut Memory) {
+    let Some(plan) = pass.plan.as_ref().filter(|p| p.conflict.is_none()) else {
+        return;
+    };
+    let current = protocol::current_vector(target.deployment);
+    let mut vector = current.clone();
+    for r in &plan.roles {
+        vector.insert(r.name.clone(), r.constrained);
+    }
+    let changes = protocol::changes(&current, &vector);
+    if changes.is_empty() {
+        return;
+    }
+    let now = pass.now();
+    let decision = protocol::decision_id(pass.input.scaler.name, term, now);
+    record_commit(
+        pass,
+        target,
+        binding,
+        term,
+        &vector,
+        &decision,
+        WriteKind::Commit,
+    );
+    let grown: Vec<&String> = changes
+        .iter()
+        .filter(|(_, (a, b))| b > a)
+        .map(|(r, _)| r)
+        .collect();
+    if !grown.is_empty() {
+        pass.status.pending_cohort = Some(PendingCohort {
+            decision_id: decision.clone(),
+            term,
+            baseline_vector: current.clone(),
+            target_vector: vector.clone(),
+            started_at: Some(Time(now)),
+        });
+        if let Some(planner) = memory.planner.as_mut() {
+            for role in &grown {
+                planner
+                    .roles
+                    .entry((*role).clone())
+                    .or_default()
+                    .last_scale_up = Some(now);
+            }
+        }
+    }
+    if let Some((role, (_, to))) = changes.iter().find(|(_, (a, b))| b < a) {
+        pass.status.last_scale_down = Some(protocol::scale_down_record(role, &current, *to));
+    }
+    let summary: Vec<String> = changes
+        .iter()
+        .map(|(r, (a, b))| format!("{r} {a}->{b}"))
+        .collect();
+    pass.event(
+        false,
+        "Scaled",
+        format!("decision {decision}: {}", summary.join(", ")),
+    );
+}
+
+/// Writes `vector` with a new decision and records `lastCommit`.
+fn record_commit(
+    pass: &mut Pass,
+    target: &Target,
+    binding: &str,
+    term: i64,
+    vector: &ReplicaVector,
+    decision: &str,
+    kind: WriteKind,
+) {
+    let current = protocol::current_vector(target.deployment);
+    let payload = DecisionPayload {
+        decision_id: decision.to_string(),
+        term,
+        vector: vector.clone(),
+    }
+    .to_annotation();
+    let spec_changes = !protocol::changes(&current, vector).is_empty();
+    let generation = target.deployment.metadata.generation.unwrap_or(0);
+    pass.write = Some(Write {
+        kind,
+        ops: patch::commit(&shape(target), binding, vector, &payload),
+        vector: Some(vector.clone()),
+        decision_id: Some(decision.to_string()),
+        term,
+    });
+    pass.status.last_commit = Some(LastCommit {
+        decision_id: decision.to_string(),
+        term,
+        vector: vector.clone(),
+        baseline_vector: current,
+        timestamp: Some(Time(pass.now())),
+        // A spec change bumps the generation; the annotation alone does not.
+        target_generation: Some(if spec_changes {
+            generation + 1
+        } else {
+            generation
+        }),
+    });
+}
+
+/// Conditions, memory and the status-write decision.
+fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
+    let input = pass.input;
+    let planned = pass.plan.is_some();
+    if planned {
+        metrics_and_blocked(&mut pass);
+    }
+    let generation = pass
+        .status
+        .observed_generation
+        .unwrap_or(input.scaler.generation);
+    pass.status.conditions = conditions::apply(
+        &input.scaler.status.conditions,
+        &pass.reports,
+        generation,
+        input.now,
+    );
+    if let Some(planner) = memory.planner.as_ref().filter(|_| planned) {
+        crate::memory::persist(planner, &mut pass.status);
+    }
+    let write_status = control_plane(&pass.status) != control_plane(input.scaler.status);
+    Outcome {
+        write: pass.write,
+        status: pass.status,
+        write_status,
+        events: pass.events,
+        plan: pass.plan,
+    }
+}
+
+fn metrics_and_blocked(pass: &mut Pass) {
+    let plan = pass.plan.as_ref().expect("planned");
+    let exhausted = pass
+        .status
+        .rebalance
+        .as_ref()
+        .and_then(|r| r.reason.as_deref())
+        == Some(RESOURCE_EXHAUSTED);
+    let aborted_cooldown = pass.status.last_scale_down.as_ref().is_some_and(|l| {
+        l.outcome == ScaleDownOutcome::Aborted
+            && l.cooldown_until
+                .as_ref()
+                .is_some_and(|t| pass.input.now < t.0)
+    });
+    let waiting: Vec<&str> = pass
+        .status
+        .roles
+        .iter()
+        .filter(|r| {
+            let observation = pass.input.observations.get(&r.name);
+            !observation.is_some_and(|o| {
+                matches!(o.signal_state, SignalState::Fresh | SignalState::Idle)
+                    && o.coverage_complete
+            })
+        })
+        .map(|r| r.name.as_str())
+        .collect();
+    let (metrics, blocked) = match &plan.conflict {
+        Some((reason, message)) => {
+            let reason = reason.as_str();
+            let message = format!("{message}; adjust the policy to include the current vector");
+            (
+                Report::new(METRICS_READY, false, reason, message.clone()),
+                Report::new(BLOCKED, true, reason, message),
+            )
+        }
+        None => {
+            let metrics = if exhausted {
+                Report::new(
+                    METRICS_READY,
+                    false,
+                    "ResourceExhausted",
+                    "added replicas were not admitted; check quota and admission before growth resumes",
+                )
+            } else if waiting.is_empty() {
+                Report::new(
+                    METRICS_READY,
+                    true,
+                    "Observed",
+                    "all required role signals are available",
+                )
+            } else {
+                Report::new(
+                    METRICS_READY,
+                    false,
+                    "WaitingForMetrics",
+                    format!(
+                        "roles {waiting:?} lack current readings or complete coverage; scale-down waits"
+                    ),
+                )
+            };
+            let ratio_conflict = plan.roles.iter().any(|r| r.reason == Reason::RatioConflict);
+            let blocked = if ratio_conflict {
+                Report::new(
+                    BLOCKED,
+                    true,
+                    "RatioConflict",
+                    "no feasible vector was found for a ratio component; it holds its counts",
+                )
+            } else if aborted_cooldown {
+                Report::new(
+                    BLOCKED,
+                    true,
+                    "ScaleDownAborted",
+                    "a retirement was aborted and restored; scale-down waits for the cooldown",
+                )
+            } else if exhausted {
+                Report::new(
+                    BLOCKED,
+                    true,
+                    "ResourceExhausted",
+                    "a scale-up was rolled back after its replicas were not admitted",
+                )
+            } else if plan.pacing_bounded() {
+                let held: Vec<String> = plan
+                    .roles
+                    .iter()
+                    .filter(|r| r.reason == Reason::PacingBounded)
+                    .map(|r| {
+                        let limits: Vec<String> = r.limits.iter().map(|l| l.to_string()).collect();
+                        format!("{} ({})", r.name, limits.join("; "))
+                    })
+                    .collect();
+                Report::new(
+                    BLOCKED,
+                    true,
+                    "PacingBounded",
+                    format!("held by pacing or guards: {}", held.join(", ")),
+                )
+            } else {
+                Report::new(
+                    BLOCKED,
+                    false,
+                    "Ready",
+                    "no constraint holds the recommendations",
+                )
+            };
+            (metrics, blocked)
+        }
+    };
+    pass.reports.push(metrics);
+    pass.reports.push(blocked);
+}
+
+/// What makes a status write necessary (D23): decisions, the binding, conditions, and each
+/// role's counts and reason. Histories and filters ride along but do not trigger a write.
+fn control_plane(status: &ModelDeploymentScalerStatus) -> serde_json::Value {
+    let roles: Vec<serde_json::Value> = status
+        .roles
+        .iter()
+        .map(|r| {
+            serde_json::json!([
+                r.name,
+                r.current_replicas,
+                r.ready_replicas,
+                r.raw_recommended_replicas,
+                r.constrained_replicas,
+                r.reason
+            ])
+        })
+        .collect();
+    let conditions: Vec<serde_json::Value> = status
+        .conditions
+        .iter()
+        .map(|c| {
+            serde_json::json!([
+                c.type_,
+                c.status,
+                c.reason,
+                c.message,
+                c.observed_generation
+            ])
+        })
+        .collect();
+    serde_json::json!({
+        "generation": status.observed_generation,
+        "binding": status.binding,
+        "lastCommit": status.last_commit,
+        "pendingCohort": status.pending_cohort,
+        "rebalance": status.rebalance,
+        "lastScaleDown": status.last_scale_down,
+        "roles": roles,
+        "conditions": conditions,
+    })
+}
