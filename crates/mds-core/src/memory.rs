@@ -22,7 +22,30 @@ fn quantity(v: f64) -> Quantity {
         .into()
 }
 
-/// Rebuilds planner memory from a status written earlier.
+/// Rebuilds planner memory from a status written earlier, at the first pass after a restart.
+///
+/// Status is written whenever a raw recommendation changes (D23), so a recommendation
+/// history that ends before the previous pass means the last recommendation held until that
+/// pass: it is carried forward to `now - interval`, which keeps the stabilization windows
+/// exactly as an uninterrupted run has them.
+pub fn restore_at(
+    status: &ModelDeploymentScalerStatus,
+    now: Timestamp,
+    interval_seconds: i64,
+) -> PlannerState {
+    let mut state = restore(status);
+    let previous_pass = now - jiff::SignedDuration::from_secs(interval_seconds);
+    for memory in state.roles.values_mut() {
+        if let Some(&(at, last)) = memory.recommendations.back()
+            && at < previous_pass
+        {
+            memory.record_recommendation(previous_pass, last);
+        }
+    }
+    state
+}
+
+/// Rebuilds planner memory from a status, as written.
 pub fn restore(status: &ModelDeploymentScalerStatus) -> PlannerState {
     let mut state = PlannerState::default();
     for role in &status.roles {

@@ -531,9 +531,9 @@ fn plan_roles(pass: &mut Pass, target: &Target, memory: &mut Memory, guards: &mu
             observation: input.observations.get(&r.name).cloned(),
         })
         .collect();
-    let planner = memory
-        .planner
-        .get_or_insert_with(|| crate::memory::restore(input.scaler.status));
+    let planner = memory.planner.get_or_insert_with(|| {
+        crate::memory::restore_at(input.scaler.status, input.now, policy.interval_seconds)
+    });
     let plan = mds_planner::plan(
         &PlanInput {
             policy: &policy,

@@ -1,0 +1,255 @@
+//! A scripted world for core scenarios: a ModelDeployment document that writes are applied to
+//! with real JSON Patch semantics (a failed `test` rejects the whole write), a status that is
+//! stored only when the core asks for it, and a clock that only moves when told.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::{SignedDuration, Timestamp};
+use mds_api::defaults::default_spec;
+use mds_api::spec::ModelDeploymentScalerSpec;
+use mds_api::status::{ModelDeploymentScalerStatus, SignalState};
+use mds_api::target::{ModelDeployment, WorkloadAdmission};
+use mds_core::{Input, Memory, Outcome, Scaler, Target, Write, reconcile};
+use mds_signals::RoleObservation;
+use serde_json::{Value, json};
+
+pub fn t(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000).unwrap() + SignedDuration::from_secs(seconds)
+}
+
+pub const SCALER_UID: &str = "scaler-uid-1";
+
+/// A ModelDeployment document with the given roles (name, kind, replicas).
+pub fn target(roles: &[(&str, &str, i32)]) -> Value {
+    let roles: Vec<Value> = roles
+        .iter()
+        .map(|(name, kind, replicas)| json!({"name": name, "kind": kind, "replicas": replicas, "instanceType": "h100"}))
+        .collect();
+    json!({
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "llm", "namespace": "default", "uid": "target-uid-1", "generation": 1, "resourceVersion": "100"},
+        "spec": {"engine": {"name": "vLLM"}, "roles": roles},
+        "status": {"roles": []}
+    })
+}
+
+/// A Proportional spec on QueueDepth (target 10 per replica) over the given roles.
+pub fn spec(mode: &str, roles: &[(&str, i32, i32)]) -> Value {
+    let bounds: Vec<Value> = roles
+        .iter()
+        .map(|(n, min, max)| json!({"name": n, "minReplicas": min, "maxReplicas": max}))
+        .collect();
+    let targets: Vec<Value> = roles
+        .iter()
+        .map(|(n, ..)| json!({"name": n, "target": "10"}))
+        .collect();
+    json!({
+        "targetRef": {"name": "llm"},
+        "mode": mode,
+        "roles": bounds,
+        "sampling": {"pendingTimeoutSeconds": 120},
+        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 15, "cooldownAfterAbortSeconds": 60}},
+        "algorithm": {"proportional": {"metric": "QueueDepth", "tolerance": "0.01", "roleTargets": targets}}
+    })
+}
+
+/// An observation that makes Proportional recommend `replicas` with `ready` ready replicas.
+pub fn wants(replicas: i32, ready: u32) -> RoleObservation {
+    RoleObservation {
+        ready_replicas: ready,
+        sampled_replicas: ready,
+        coverage_complete: true,
+        signal_state: SignalState::Fresh,
+        prompt_tokens_per_second: Some(0.0),
+        generation_tokens_per_second: Some(0.0),
+        running_requests: Some(replicas as f64 * 10.0),
+        waiting_requests: Some(0.0),
+        kv_cache_usage: Some(0.5),
+        ttft_milliseconds: Some(100.0),
+        itl_milliseconds: Some(10.0),
+        prompt_paths: vec![],
+    }
+}
+
+pub struct World {
+    pub spec_value: Value,
+    pub generation: i64,
+    pub status: ModelDeploymentScalerStatus,
+    pub target: Option<Value>,
+    pub admission: BTreeMap<(String, i32), WorkloadAdmission>,
+    pub pods: BTreeSet<(String, i32)>,
+    pub observations: BTreeMap<String, RoleObservation>,
+    pub memory: Memory,
+    pub deleting: bool,
+    pub now: i64,
+    /// Every write that reached the target.
+    pub applied: Vec<Write>,
+    /// Writes whose patch failed.
+    pub rejected: Vec<Write>,
+    pub status_writes: usize,
+}
+
+impl World {
+    pub fn new(spec_value: Value, target: Option<Value>) -> World {
+        World {
+            spec_value,
+            generation: 1,
+            status: ModelDeploymentScalerStatus::default(),
+            target,
+            admission: BTreeMap::new(),
+            pods: BTreeSet::new(),
+            observations: BTreeMap::new(),
+            memory: Memory::default(),
+            deleting: false,
+            now: 0,
+            applied: vec![],
+            rejected: vec![],
+            status_writes: 0,
+        }
+    }
+
+    pub fn spec(&self) -> ModelDeploymentScalerSpec {
+        let mut spec: ModelDeploymentScalerSpec =
+            serde_json::from_value(self.spec_value.clone()).expect("spec");
+        default_spec(&mut spec);
+        spec
+    }
+
+    /// Edits the scaler spec (bumps its generation).
+    pub fn edit(&mut self, f: impl FnOnce(&mut Value)) {
+        f(&mut self.spec_value);
+        self.generation += 1;
+    }
+
+    pub fn deployment(&self) -> Option<ModelDeployment> {
+        self.target
+            .as_ref()
+            .map(|v| serde_json::from_value(v.clone()).expect("target"))
+    }
+
+    pub fn replicas(&self) -> BTreeMap<String, i32> {
+        self.deployment()
+            .map(|md| {
+                md.spec
+                    .roles
+                    .iter()
+                    .map(|r| (r.name.clone(), r.replicas()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn annotation(&self, key: &str) -> Option<String> {
+        self.target
+            .as_ref()?
+            .pointer("/metadata/annotations")?
+            .get(key)?
+            .as_str()
+            .map(str::to_string)
+    }
+
+    pub fn set_annotation(&mut self, key: &str, value: &str) {
+        let t = self.target.as_mut().unwrap();
+        let meta = t["metadata"].as_object_mut().unwrap();
+        let annotations = meta.entry("annotations").or_insert(json!({}));
+        annotations[key] = json!(value);
+    }
+
+    pub fn set_retirement(&mut self, retirement: Option<Value>) {
+        let t = self.target.as_mut().unwrap();
+        match retirement {
+            Some(r) => t["status"]["retirement"] = r,
+            None => {
+                t["status"].as_object_mut().unwrap().remove("retirement");
+            }
+        }
+    }
+
+    pub fn observe(&mut self, role: &str, o: RoleObservation) {
+        self.observations.insert(role.to_string(), o);
+    }
+
+    /// One pass: reconcile, apply the write with JSON Patch semantics, store the status when
+    /// asked and when the write (if any) succeeded.
+    pub fn pass(&mut self) -> Outcome {
+        let spec = self.spec();
+        let md = self.deployment();
+        let target = md.as_ref().map(|md| Target {
+            deployment: md,
+            admission: self.admission.clone(),
+            ordinals_with_pods: self.pods.clone(),
+        });
+        let input = Input {
+            scaler: Scaler {
+                name: "llm",
+                uid: SCALER_UID,
+                generation: self.generation,
+                spec: &spec,
+                status: &self.status,
+                deleting: self.deleting,
+            },
+            target,
+            observations: &self.observations,
+            now: t(self.now),
+        };
+        let outcome = reconcile(&input, &mut self.memory);
+        let mut write_ok = true;
+        if let Some(write) = &outcome.write {
+            let doc = self.target.as_mut().expect("writes need a target");
+            let ops: json_patch::Patch =
+                serde_json::from_value(serde_json::to_value(&write.ops).unwrap())
+                    .expect("valid patch");
+            let mut candidate = doc.clone();
+            match json_patch::patch(&mut candidate, &ops) {
+                Ok(()) => {
+                    let spec_changed = candidate["spec"] != doc["spec"];
+                    let rv: i64 = candidate["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    candidate["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+                    if spec_changed {
+                        let g = candidate["metadata"]["generation"].as_i64().unwrap();
+                        candidate["metadata"]["generation"] = json!(g + 1);
+                    }
+                    *doc = candidate;
+                    self.applied.push(write.clone());
+                }
+                Err(_) => {
+                    write_ok = false;
+                    self.rejected.push(write.clone());
+                }
+            }
+        }
+        if outcome.write_status && write_ok {
+            self.status = outcome.status.clone();
+            self.status_writes += 1;
+        }
+        outcome
+    }
+
+    /// Passes every `interval` seconds for `seconds`; returns the outcomes.
+    pub fn run(&mut self, seconds: i64, interval: i64) -> Vec<Outcome> {
+        let mut out = vec![self.pass()];
+        let mut elapsed = 0;
+        while elapsed + interval <= seconds {
+            self.now += interval;
+            elapsed += interval;
+            out.push(self.pass());
+        }
+        out
+    }
+
+    pub fn condition(&self, kind: &str) -> (String, String) {
+        let c = self
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == kind)
+            .unwrap_or_else(|| panic!("no {kind} condition"));
+        (c.status.clone(), c.reason.clone())
+    }
+}

@@ -1,0 +1,460 @@
+//! Scenarios that step a scripted world through the binding fence, commits, rollbacks,
+//! aborted retirements and status writes.
+
+mod common;
+
+use common::*;
+use mds_api::annotations::{
+    BINDING_ANNOTATION, BindingPayload, DECISION_ANNOTATION, DecisionPayload,
+};
+use mds_api::status::ScaleDownOutcome;
+use mds_api::target::WorkloadAdmission;
+use mds_core::WriteKind;
+use serde_json::json;
+
+fn server_world(mode: &str, replicas: i32) -> World {
+    let mut w = World::new(
+        spec(mode, &[("server", 1, 16)]),
+        Some(target(&[("server", "Server", replicas)])),
+    );
+    w.observe("server", wants(replicas, replicas as u32));
+    w
+}
+
+fn admit(w: &mut World, role: &str, ordinals: std::ops::Range<i32>) {
+    for o in ordinals {
+        w.admission
+            .insert((role.to_string(), o), WorkloadAdmission::Admitted);
+    }
+}
+
+#[test]
+fn shadow_reports_without_owning_or_writing() {
+    let mut w = server_world("Shadow", 2);
+    w.observe("server", wants(5, 2));
+    for _ in 0..5 {
+        let o = w.pass();
+        assert!(o.write.is_none());
+        w.now += 15;
+    }
+    assert_eq!(w.condition("Bound"), ("True".into(), "Bound".into()));
+    assert_eq!(w.condition("Active"), ("False".into(), "ShadowMode".into()));
+    assert_eq!(w.annotation(BINDING_ANNOTATION), None);
+    let role = &w.status.roles[0];
+    assert_eq!(
+        (role.raw_recommended_replicas, role.constrained_replicas),
+        (Some(5), Some(5))
+    );
+    assert_eq!(w.replicas()["server"], 2, "Shadow never writes counts");
+}
+
+#[test]
+fn active_binds_with_term_one_then_commits_under_it() {
+    let mut w = server_world("Active", 2);
+    w.observe("server", wants(5, 2));
+    let first = w.pass();
+    assert_eq!(first.write.as_ref().unwrap().kind, WriteKind::Bind);
+    let binding = BindingPayload::parse(&w.annotation(BINDING_ANNOTATION).unwrap()).unwrap();
+    assert_eq!((binding.scaler_uid.as_str(), binding.term), (SCALER_UID, 1));
+    assert_eq!(w.replicas()["server"], 2, "binding writes no counts");
+    w.now += 15;
+    let second = w.pass();
+    let write = second.write.unwrap();
+    assert_eq!(write.kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["server"], 5);
+    let decision = DecisionPayload::parse(&w.annotation(DECISION_ANNOTATION).unwrap()).unwrap();
+    assert_eq!(decision.term, 1);
+    assert_eq!(decision.vector["server"], 5);
+    let last = w.status.last_commit.as_ref().unwrap();
+    assert_eq!(last.decision_id, decision.decision_id);
+    assert_eq!(last.baseline_vector["server"], 2);
+    assert_eq!(
+        last.target_generation,
+        Some(2),
+        "the write bumps the target generation once"
+    );
+    assert_eq!(w.deployment().unwrap().metadata.generation, Some(2));
+    assert_eq!(w.condition("Active"), ("True".into(), "Active".into()));
+}
+
+#[test]
+fn a_new_binding_takes_one_more_than_the_highest_term_seen() {
+    let mut w = server_world("Active", 2);
+    w.set_annotation(
+        DECISION_ANNOTATION,
+        r#"{"decisionID":"old","term":4,"vector":{"server":2}}"#,
+    );
+    w.pass();
+    let binding = BindingPayload::parse(&w.annotation(BINDING_ANNOTATION).unwrap()).unwrap();
+    assert_eq!(binding.term, 5);
+}
+
+#[test]
+fn another_scalers_binding_is_left_alone() {
+    let mut w = server_world("Active", 2);
+    let other = r#"{"scalerName":"other","scalerUID":"other-uid","term":3}"#;
+    w.set_annotation(BINDING_ANNOTATION, other);
+    w.observe("server", wants(6, 2));
+    for _ in 0..3 {
+        assert!(w.pass().write.is_none());
+        w.now += 15;
+    }
+    assert_eq!(
+        w.condition("Bound"),
+        ("False".into(), "AlreadyBound".into())
+    );
+    assert_eq!(
+        w.condition("Active"),
+        ("False".into(), "AlreadyBound".into())
+    );
+    assert_eq!(w.annotation(BINDING_ANNOTATION).as_deref(), Some(other));
+    assert_eq!(
+        w.status.roles[0].raw_recommended_replicas,
+        Some(6),
+        "it still reports like Shadow"
+    );
+}
+
+#[test]
+fn an_unparsable_binding_plans_nothing() {
+    let mut w = server_world("Active", 2);
+    w.set_annotation(BINDING_ANNOTATION, "not json");
+    let o = w.pass();
+    assert!(o.write.is_none());
+    assert!(o.plan.is_none());
+    assert_eq!(
+        w.condition("Bound"),
+        ("False".into(), "InvalidBinding".into())
+    );
+    assert_eq!(
+        w.condition("Active"),
+        ("False".into(), "InvalidBinding".into())
+    );
+}
+
+fn bound_world() -> World {
+    let mut w = server_world("Active", 2);
+    w.observe("server", wants(2, 2));
+    w.pass();
+    w.now += 15;
+    w
+}
+
+#[test]
+fn suspend_and_shadow_release_an_owned_binding_and_keep_counts() {
+    for change in ["suspend", "shadow"] {
+        let mut w = bound_world();
+        w.set_annotation(
+            DECISION_ANNOTATION,
+            r#"{"decisionID":"d","term":1,"vector":{"server":2}}"#,
+        );
+        w.edit(|s| {
+            if change == "suspend" {
+                s["suspend"] = json!(true);
+            } else {
+                s["mode"] = json!("Shadow");
+            }
+        });
+        let o = w.pass();
+        assert_eq!(o.write.unwrap().kind, WriteKind::Release, "{change}");
+        assert_eq!(w.annotation(BINDING_ANNOTATION), None, "{change}");
+        assert_eq!(w.annotation(DECISION_ANNOTATION), None, "{change}");
+        assert_eq!(w.replicas()["server"], 2);
+        let next = w.pass();
+        assert!(next.write.is_none(), "{change}: nothing more to release");
+    }
+    let mut w = bound_world();
+    w.edit(|s| s["suspend"] = json!(true));
+    w.pass();
+    assert_eq!(w.condition("Bound"), ("False".into(), "Suspended".into()));
+}
+
+#[test]
+fn deletion_releases_the_binding() {
+    let mut w = bound_world();
+    w.deleting = true;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Release);
+    assert_eq!(w.annotation(BINDING_ANNOTATION), None);
+}
+
+#[test]
+fn a_missing_target_is_reported_until_it_appears() {
+    let mut w = World::new(spec("Active", &[("server", 1, 16)]), None);
+    assert!(w.pass().write.is_none());
+    assert_eq!(
+        w.condition("Bound"),
+        ("False".into(), "TargetNotFound".into())
+    );
+    w.target = Some(target(&[("server", "Server", 2)]));
+    w.observe("server", wants(2, 2));
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Bind);
+}
+
+#[test]
+fn a_replaced_target_waits_for_a_spec_edit_then_binds_anew() {
+    let mut w = bound_world();
+    w.observe("server", wants(4, 2));
+    w.pass(); // commits 4 on the old target
+    w.now += 15;
+    let mut replacement = target(&[("server", "Server", 3)]);
+    replacement["metadata"]["uid"] = json!("target-uid-2");
+    w.target = Some(replacement);
+    for _ in 0..3 {
+        assert!(w.pass().write.is_none());
+        w.now += 15;
+    }
+    assert_eq!(
+        w.condition("Bound"),
+        ("False".into(), "TargetReplaced".into())
+    );
+    assert!(
+        w.status.last_commit.is_some(),
+        "old target state kept until acknowledged"
+    );
+    w.edit(|s| s["sampling"]["intervalSeconds"] = json!(20));
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Bind);
+    assert_eq!(
+        w.status.binding.as_ref().unwrap().target_uid.as_deref(),
+        Some("target-uid-2")
+    );
+    assert!(
+        w.status.last_commit.is_none(),
+        "target-specific state cleared"
+    );
+}
+
+#[test]
+fn growth_waits_for_admission_and_a_timeout_restores_the_baseline() {
+    let mut w = bound_world();
+    w.observe("server", wants(4, 2));
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["server"], 4);
+    let cohort = w.status.pending_cohort.clone().expect("cohort recorded");
+    assert_eq!(cohort.baseline_vector["server"], 2);
+    // Ordinal 2 admitted, ordinal 3 not: no further growth while waiting.
+    admit(&mut w, "server", 2..3);
+    w.observe("server", wants(8, 4));
+    w.now += 15;
+    let o = w.pass();
+    assert!(
+        o.write.is_none(),
+        "growth waits while an ordinal is unadmitted"
+    );
+    assert_eq!(w.status.roles[0].reason.as_deref(), Some("PacingBounded"));
+    // Past pendingTimeoutSeconds (120 s) the whole cohort's baseline comes back in one write.
+    w.now += 120;
+    let o = w.pass();
+    let write = o.write.unwrap();
+    assert_eq!(write.kind, WriteKind::Rollback);
+    assert_eq!(w.replicas()["server"], 2);
+    assert!(w.status.pending_cohort.is_none());
+    assert_eq!(
+        w.condition("MetricsReady"),
+        ("False".into(), "ResourceExhausted".into())
+    );
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "ResourceExhausted".into())
+    );
+    assert!(
+        o.events
+            .iter()
+            .any(|e| e.reason == "ResourceExhausted" && e.warning)
+    );
+}
+
+#[test]
+fn an_admitted_cohort_clears_and_growth_resumes() {
+    let mut w = bound_world();
+    w.observe("server", wants(4, 2));
+    w.pass();
+    admit(&mut w, "server", 2..4);
+    w.observe("server", wants(6, 4));
+    w.now += 15;
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["server"], 6);
+    assert_eq!(
+        w.status.pending_cohort.as_ref().unwrap().baseline_vector["server"],
+        4
+    );
+}
+
+#[test]
+fn a_parked_workload_rolls_back_at_once() {
+    let mut w = bound_world();
+    w.observe("server", wants(3, 2));
+    w.pass();
+    w.admission
+        .insert(("server".into(), 2), WorkloadAdmission::Parked);
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Rollback);
+    assert_eq!(w.replicas()["server"], 2);
+}
+
+fn shrunk_world() -> World {
+    let mut w = server_world("Active", 4);
+    w.pass(); // bind
+    w.observe("server", wants(2, 4));
+    w.now += 15;
+    w.pass(); // history starts
+    w.now += 15;
+    let o = w.pass();
+    assert_eq!(
+        o.write.unwrap().kind,
+        WriteKind::Commit,
+        "one replica per pass"
+    );
+    assert_eq!(w.replicas()["server"], 3);
+    w
+}
+
+#[test]
+fn a_scale_down_is_recorded_and_an_aborted_retirement_restored_with_cooldown() {
+    let mut w = shrunk_world();
+    let last = w.status.last_scale_down.clone().unwrap();
+    assert_eq!(
+        (last.role.as_str(), last.ordinal, last.outcome),
+        ("server", 3, ScaleDownOutcome::Committed)
+    );
+    assert_eq!(last.pre_scale_down_vector["server"], 4);
+    // The retirement runs: no further scale-down anywhere.
+    w.set_retirement(Some(
+        json!({"roleName": "server", "replicaOrdinal": 3, "state": "Draining"}),
+    ));
+    w.now += 15;
+    assert!(w.pass().write.is_none());
+    // It aborts: the pre-scale-down vector comes back in one write.
+    w.set_retirement(Some(
+        json!({"roleName": "server", "replicaOrdinal": 3, "state": "Aborted"}),
+    ));
+    w.now += 15;
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Restore);
+    assert_eq!(w.replicas()["server"], 4);
+    let last = w.status.last_scale_down.clone().unwrap();
+    assert_eq!(last.outcome, ScaleDownOutcome::Aborted);
+    assert!(last.cooldown_until.is_some());
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "ScaleDownAborted".into())
+    );
+    assert!(o.events.iter().any(|e| e.reason == "ScaleDownAborted"));
+    // The operator adopts the ordinal and clears the retirement; the cooldown (60 s) still
+    // prevents scale-down.
+    w.set_retirement(None);
+    w.now += 30;
+    assert!(w.pass().write.is_none(), "cooldown holds");
+    w.now += 45;
+    let o = w.pass();
+    assert_eq!(
+        o.write.unwrap().kind,
+        WriteKind::Commit,
+        "after the cooldown the scale-down resumes"
+    );
+}
+
+#[test]
+fn a_steady_scaler_writes_no_status() {
+    let mut w = bound_world();
+    w.observe("server", wants(2, 2));
+    w.run(60, 15);
+    let before = w.status_writes;
+    w.run(300, 15);
+    assert_eq!(w.status_writes, before, "nothing moved, nothing written");
+}
+
+#[test]
+fn a_failed_write_is_replanned_not_half_applied() {
+    let mut w = bound_world();
+    w.observe("server", wants(5, 2));
+    // Someone changes the count between the read and the write: the test op fails.
+    let spec = w.spec();
+    let md = w.deployment().unwrap();
+    let target = mds_core::Target {
+        deployment: &md,
+        admission: Default::default(),
+        ordinals_with_pods: Default::default(),
+    };
+    let input = mds_core::Input {
+        scaler: mds_core::Scaler {
+            name: "llm",
+            uid: SCALER_UID,
+            generation: w.generation,
+            spec: &spec,
+            status: &w.status,
+            deleting: false,
+        },
+        target: Some(target),
+        observations: &w.observations,
+        now: t(w.now),
+    };
+    let mut memory = w.memory.clone();
+    let outcome = mds_core::reconcile(&input, &mut memory);
+    w.target.as_mut().unwrap()["spec"]["roles"][0]["replicas"] = json!(3);
+    let ops: json_patch::Patch =
+        serde_json::from_value(serde_json::to_value(&outcome.write.unwrap().ops).unwrap()).unwrap();
+    let mut doc = w.target.clone().unwrap();
+    assert!(
+        json_patch::patch(&mut doc, &ops).is_err(),
+        "the stale test fails the whole patch"
+    );
+    assert_eq!(
+        w.target.as_ref().unwrap()["spec"]["roles"][0]["replicas"],
+        3,
+        "nothing half-applied"
+    );
+    // The next pass plans from the new count.
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["server"], 5);
+}
+
+#[test]
+fn a_restart_from_the_last_written_status_decides_the_same() {
+    let mut w = bound_world();
+    let mut twin_states = vec![];
+    for step in 0..12 {
+        w.observe(
+            "server",
+            wants(
+                [3, 3, 5, 5, 5, 2, 2, 2, 2, 4, 4, 1][step],
+                w.replicas()["server"] as u32,
+            ),
+        );
+        admit(&mut w, "server", 0..16);
+        // A controller that restarts now restores memory from the written status.
+        let mut restarted = mds_core::Memory::default();
+        let spec = w.spec();
+        let md = w.deployment().unwrap();
+        let input = mds_core::Input {
+            scaler: mds_core::Scaler {
+                name: "llm",
+                uid: SCALER_UID,
+                generation: w.generation,
+                spec: &spec,
+                status: &w.status,
+                deleting: false,
+            },
+            target: Some(mds_core::Target {
+                deployment: &md,
+                admission: w.admission.clone(),
+                ordinals_with_pods: Default::default(),
+            }),
+            observations: &w.observations,
+            now: t(w.now),
+        };
+        let fresh = mds_core::reconcile(&input, &mut restarted);
+        let o = w.pass();
+        twin_states.push((
+            fresh.write.as_ref().map(|w| w.vector.clone()),
+            o.write.as_ref().map(|w| w.vector.clone()),
+        ));
+        w.now += 15;
+    }
+    for (i, (fresh, running)) in twin_states.iter().enumerate() {
+        assert_eq!(fresh, running, "pass {i}");
+    }
+}
