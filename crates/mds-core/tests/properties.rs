@@ -99,10 +99,11 @@ proptest! {
                     }
                 }
                 Step::ClearBinding => {
-                    if !ours_before(&w) && let Some(t) = w.target.as_mut() {
-                        if let Some(a) = t["metadata"]["annotations"].as_object_mut() {
-                            a.remove(BINDING_ANNOTATION);
-                        }
+                    if !ours_before(&w)
+                        && let Some(t) = w.target.as_mut()
+                        && let Some(a) = t["metadata"]["annotations"].as_object_mut()
+                    {
+                        a.remove(BINDING_ANNOTATION);
                     }
                 }
             }
@@ -119,11 +120,11 @@ proptest! {
             } else {
                 prop_assert_eq!(w.replicas(), before.clone(), "counts never move without a write");
             }
-            if let Some(t) = binding_term(&w) {
-                if ours_before(&w) {
-                    prop_assert!(t >= highest_binding_term, "binding term went back: {} < {}", t, highest_binding_term);
-                    highest_binding_term = t;
-                }
+            if let Some(t) = binding_term(&w)
+                && ours_before(&w)
+            {
+                prop_assert!(t >= highest_binding_term, "binding term went back: {} < {}", t, highest_binding_term);
+                highest_binding_term = t;
             }
             if let Some(d) = w.annotation(DECISION_ANNOTATION).and_then(|d| DecisionPayload::parse(&d).ok()) {
                 prop_assert!(d.term >= highest_decision_term, "decision term went back");
