@@ -8,6 +8,7 @@ pub mod memory;
 pub mod patch;
 mod protocol;
 mod reconcile;
+pub mod replay;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -265,11 +265,12 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         guards.abort_cooldown_until = last.cooldown_until.as_ref().map(|t| t.0);
     }
     guards.retirement_active = md.status.as_ref().is_some_and(|s| s.retirement.is_some());
-    if pass.status.pending_cohort.is_some() {
+    if pass.status.pending_cohort.is_some() || exhaustion_backoff(pass, target) {
         guards.unadmitted_ordinals = true;
     }
 
     plan_roles(pass, target, memory, &mut guards);
+    report_protocol_write(pass);
 
     if committing && pass.write.is_none() {
         if ours {
@@ -325,6 +326,79 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
             binding.as_ref().filter(|_| ours),
         ) {
             b.term = Some(owned.term);
+        }
+    }
+}
+
+/// After a rollback, growth waits: for `pendingTimeoutSeconds`, or until a scaler spec edit
+/// or an external change of the target starts a new episode (spec, *Resource rebalancing*).
+fn exhaustion_backoff(pass: &Pass, target: &Target) -> bool {
+    let Some(episode) = pass
+        .status
+        .rebalance
+        .as_ref()
+        .filter(|r| r.reason.as_deref() == Some(RESOURCE_EXHAUSTED))
+    else {
+        return false;
+    };
+    let input = pass.input;
+    let spec_edited = input
+        .scaler
+        .status
+        .observed_generation
+        .is_some_and(|g| input.scaler.generation > g);
+    let ours = pass
+        .status
+        .last_commit
+        .as_ref()
+        .and_then(|c| c.target_generation);
+    let external = target
+        .deployment
+        .metadata
+        .generation
+        .zip(ours)
+        .is_some_and(|(now, ours)| now > ours);
+    let timeout = input
+        .scaler
+        .spec
+        .sampling
+        .as_ref()
+        .and_then(|s| s.pending_timeout_seconds)
+        .unwrap_or(values::PENDING_TIMEOUT_SECONDS) as i64;
+    let waited = episode
+        .started_at
+        .as_ref()
+        .is_some_and(|t| input.now >= t.0 + SignedDuration::from_secs(timeout));
+    !(spec_edited || external || waited)
+}
+
+/// A rollback or restore is this pass's write: report its counts, not the plan's.
+fn report_protocol_write(pass: &mut Pass) {
+    let Some(write) = pass
+        .write
+        .as_ref()
+        .filter(|w| matches!(w.kind, WriteKind::Rollback | WriteKind::Restore))
+    else {
+        return;
+    };
+    let reason = if write.kind == WriteKind::Rollback {
+        Reason::ResourceExhausted
+    } else {
+        Reason::ScaleDownAborted
+    };
+    let vector = write.vector.clone().unwrap_or_default();
+    for role in &mut pass.status.roles {
+        if let Some(&n) = vector.get(&role.name) {
+            role.constrained_replicas = Some(n);
+            role.reason = Some(reason.as_str().to_string());
+        }
+    }
+    if let Some(plan) = pass.plan.as_mut() {
+        for role in &mut plan.roles {
+            if let Some(&n) = vector.get(&role.name) {
+                role.constrained = n;
+                role.reason = reason;
+            }
         }
     }
 }
@@ -457,6 +531,7 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
             let receiver = unadmitted.first().map(|(role, _)| role.clone());
             pass.status.rebalance = Some(RebalanceStatus {
                 receiver_role: receiver,
+                started_at: Some(Time(pass.now())),
                 exhaustion_episode_generation: target.deployment.metadata.generation,
                 reason: Some(RESOURCE_EXHAUSTED.to_string()),
                 ..RebalanceStatus::default()

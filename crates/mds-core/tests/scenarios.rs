@@ -458,3 +458,25 @@ fn a_restart_from_the_last_written_status_decides_the_same() {
         assert_eq!(fresh, running, "pass {i}");
     }
 }
+
+#[test]
+fn after_a_rollback_growth_waits_for_the_episode_to_end() {
+    let mut w = bound_world();
+    w.observe("server", wants(4, 2));
+    w.pass(); // grows to 4, ordinals 2 and 3 pending
+    w.now += 135;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Rollback);
+    let role = &w.status.roles[0];
+    assert_eq!(
+        (role.constrained_replicas, role.reason.as_deref()),
+        (Some(2), Some("ResourceExhausted"))
+    );
+    // Still wanting 4: growth waits out pendingTimeoutSeconds (120 s)...
+    w.now += 60;
+    assert!(w.pass().write.is_none(), "no immediate retry");
+    // ...unless a spec edit starts a new episode.
+    w.edit(|s| s["sampling"]["intervalSeconds"] = json!(20));
+    w.now += 20;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["server"], 4);
+}

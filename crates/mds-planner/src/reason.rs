@@ -23,6 +23,10 @@ pub enum Reason {
     BoundsConflict,
     RatioConflict,
     PacingBounded,
+    /// The core restored a pending cohort's baseline (set by the reconcile core).
+    ResourceExhausted,
+    /// The core restored the pre-scale-down vector after an aborted retirement.
+    ScaleDownAborted,
 }
 
 impl Reason {
@@ -43,6 +47,8 @@ impl Reason {
             Reason::BoundsConflict => "BoundsConflict",
             Reason::RatioConflict => "RatioConflict",
             Reason::PacingBounded => "PacingBounded",
+            Reason::ResourceExhausted => "ResourceExhausted",
+            Reason::ScaleDownAborted => "ScaleDownAborted",
         }
     }
 }

@@ -44,6 +44,16 @@ enum Command {
     ///
     /// Exit status: 0 printed, 2 a page could not be read or holds no samples.
     InspectMetrics(commands::inspect_metrics::Args),
+    /// Replay a recorded timeline through the scaler's decision core.
+    ///
+    /// Answers "what would the scaler have done on last week's metrics?": each timeline line
+    /// is one sampling pass with the roles' observations and what changed on the target; the
+    /// scaler's writes are applied to the replayed target so later passes see them. Prints,
+    /// per pass, each role's raw recommendation, constrained count and reason, the target
+    /// write, and the conditions that changed. The timeline format is in docs/REPLAY.md.
+    ///
+    /// Exit status: 0 replayed, 2 an input could not be read or parsed.
+    Replay(commands::replay::Args),
 }
 
 fn main() -> ExitCode {
@@ -52,5 +62,6 @@ fn main() -> ExitCode {
         Command::Crd => commands::crd::run(),
         Command::Validate(args) => commands::validate::run(&args),
         Command::InspectMetrics(args) => commands::inspect_metrics::run(&args),
+        Command::Replay(args) => commands::replay::run(&args),
     }
 }

@@ -317,3 +317,84 @@ fn inspect_metrics_refuses_unreadable_input_with_exit_2() {
     let out = mds(&["inspect-metrics", "--engine", "vllm", &page, &page], None);
     assert_eq!(out.status.code(), Some(2), "a second page needs --interval");
 }
+
+#[test]
+fn replay_prints_each_pass_and_json_lines() {
+    let args = [
+        "replay",
+        "--scaler",
+        "examples/replay/scaler.yaml",
+        "--target",
+        "examples/replay/target.yaml",
+        "--timeline",
+        "examples/replay/timeline.jsonl",
+    ];
+    let out = mds(&args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("write: bind  term 1"), "{stdout}");
+    assert!(
+        stdout.contains("write: rollback decode=3 prefill=3 term 1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("MetricsReady=False (ResourceExhausted)"),
+        "{stdout}"
+    );
+
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let out = mds(&json_args, None);
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 30, "one object per timeline pass");
+    assert_eq!(lines[0]["write"]["kind"], "bind");
+    assert_eq!(lines[0]["conditions"]["Bound"]["status"], "True");
+    let commit = lines
+        .iter()
+        .find(|l| l["write"]["kind"] == "commit")
+        .expect("a commit");
+    assert!(
+        commit["write"]["decisionID"]
+            .as_str()
+            .unwrap()
+            .starts_with("llm-serving-t1-")
+    );
+    assert_eq!(
+        commit["roles"]["prefill"]["raw"],
+        commit["write"]["vector"]["prefill"]
+    );
+    // The same inputs give byte-identical output.
+    assert_eq!(mds(&json_args, None).stdout, out.stdout);
+}
+
+#[test]
+fn replay_refuses_a_broken_timeline_naming_the_line() {
+    let dir = std::env::temp_dir().join(format!("mds-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let timeline = dir.join("bad.jsonl");
+    std::fs::write(
+        &timeline,
+        "{\"t\": 0, \"roles\": {}}\n{\"t\": 15, \"roles\": {\"prefill\": {\"readyReplica\": 2}}}\n",
+    )
+    .unwrap();
+    let out = mds(
+        &[
+            "replay",
+            "--scaler",
+            "examples/replay/scaler.yaml",
+            "--timeline",
+            timeline.to_str().unwrap(),
+        ],
+        None,
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("timeline line 2") && stderr.contains("readyReplica"),
+        "{stderr}"
+    );
+}

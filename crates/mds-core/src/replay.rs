@@ -1,0 +1,431 @@
+//! Replays a recorded timeline through the core, pass by pass (`mds replay`; format in
+//! docs/REPLAY.md). The replayed target is a JSON document: the core's writes are applied to
+//! it with JSON Patch semantics, so its counts and generation move and later passes see them.
+//! Deterministic: time comes from the timeline.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::{SignedDuration, Timestamp};
+use mds_api::ModelDeploymentScaler;
+use mds_api::defaults::default_spec;
+use mds_api::status::{ReplicaVector, SignalState};
+use mds_api::target::{ModelDeployment, WorkloadAdmission};
+use mds_signals::RoleObservation;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Value, json};
+
+use crate::{Input, Memory, Outcome, Scaler, Target, reconcile};
+
+/// One line of a timeline.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineEntry {
+    /// Seconds from the start.
+    pub t: f64,
+    #[serde(default)]
+    pub roles: BTreeMap<String, ObservedRole>,
+    #[serde(default)]
+    pub target: Option<TargetChange>,
+}
+
+/// A role's observation with the status's field names; an absent field is a missing signal.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedRole {
+    pub ready_replicas: Option<u32>,
+    pub sampled_replicas: Option<u32>,
+    pub signal_state: Option<SignalState>,
+    pub prompt_tokens_per_second: Option<f64>,
+    pub generation_tokens_per_second: Option<f64>,
+    pub running_requests: Option<f64>,
+    pub waiting_requests: Option<f64>,
+    pub kv_cache_usage: Option<f64>,
+    pub ttft_milliseconds: Option<f64>,
+    pub itl_milliseconds: Option<f64>,
+}
+
+impl ObservedRole {
+    fn observation(&self) -> RoleObservation {
+        let ready = self.ready_replicas.unwrap_or(0);
+        let sampled = self.sampled_replicas.unwrap_or(ready);
+        let has_rates =
+            self.prompt_tokens_per_second.is_some() || self.generation_tokens_per_second.is_some();
+        RoleObservation {
+            ready_replicas: ready,
+            sampled_replicas: sampled,
+            coverage_complete: ready > 0 && sampled >= ready,
+            signal_state: self.signal_state.unwrap_or(
+                if has_rates || self.running_requests.is_some() {
+                    SignalState::Fresh
+                } else {
+                    SignalState::Missing
+                },
+            ),
+            prompt_tokens_per_second: self.prompt_tokens_per_second,
+            generation_tokens_per_second: self.generation_tokens_per_second,
+            running_requests: self.running_requests,
+            waiting_requests: self.waiting_requests,
+            kv_cache_usage: self.kv_cache_usage,
+            ttft_milliseconds: self.ttft_milliseconds,
+            itl_milliseconds: self.itl_milliseconds,
+            prompt_paths: vec![],
+        }
+    }
+}
+
+/// What changed on the target at this time.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetChange {
+    /// An external edit of replica counts.
+    pub replicas: Option<BTreeMap<String, i32>>,
+    /// Ordinals not admitted yet, per role (replaces the previous list of that role).
+    pub unadmitted: Option<BTreeMap<String, Vec<i32>>>,
+    /// A retirement in progress (`{role, ordinal, state}`), or `null` when it is gone.
+    #[serde(default, deserialize_with = "present")]
+    pub retirement: Option<Option<RetirementChange>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetirementChange {
+    pub role: String,
+    pub ordinal: i32,
+    pub state: String,
+}
+
+/// Tells a present `null` (Some(None)) from an absent field (None).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// One pass as `mds replay --json` prints it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PassReport {
+    pub t: f64,
+    pub roles: BTreeMap<String, RoleReport>,
+    pub write: Option<WriteReport>,
+    pub conditions: BTreeMap<String, ConditionReport>,
+    /// Events emitted this pass (`reason: message`).
+    pub events: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RoleReport {
+    pub raw: i32,
+    pub constrained: i32,
+    pub reason: String,
+    /// Binding limits, for the text output.
+    #[serde(skip)]
+    pub limits: Vec<String>,
+    #[serde(skip)]
+    pub current: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteReport {
+    pub vector: Option<ReplicaVector>,
+    #[serde(rename = "decisionID")]
+    pub decision_id: Option<String>,
+    pub term: i64,
+    pub kind: &'static str,
+    /// The patch was refused (a `test` failed); the next pass re-plans.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rejected: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConditionReport {
+    pub status: String,
+    pub reason: String,
+}
+
+/// Why a replay cannot run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayError(pub String);
+
+impl std::fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Parses a JSON Lines timeline; an error names the line.
+pub fn parse_timeline(text: &str) -> Result<Vec<TimelineEntry>, ReplayError> {
+    let mut entries: Vec<TimelineEntry> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let entry: TimelineEntry = serde_json::from_str(line)
+            .map_err(|e| ReplayError(format!("timeline line {}: {e}", i + 1)))?;
+        if !entry.t.is_finite() || entry.t < 0.0 {
+            return Err(ReplayError(format!(
+                "timeline line {}: t must be a nonnegative number of seconds",
+                i + 1
+            )));
+        }
+        if let Some(prev) = entries.last()
+            && entry.t <= prev.t
+        {
+            return Err(ReplayError(format!(
+                "timeline line {}: t {} does not come after {}",
+                i + 1,
+                entry.t,
+                prev.t
+            )));
+        }
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+/// A target made from the scaler's roles when none is given: Server roles at their minimum.
+pub fn synthetic_target(scaler: &ModelDeploymentScaler) -> Value {
+    let roles: Vec<Value> = scaler
+        .spec
+        .roles
+        .iter()
+        .map(|r| json!({"name": r.name, "kind": "Server", "replicas": r.min_replicas.unwrap_or(1), "instanceType": "replay"}))
+        .collect();
+    json!({
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": scaler.spec.target_ref.name, "uid": "replay-target", "generation": 1, "resourceVersion": "1"},
+        "spec": {"engine": {"name": "vLLM"}, "roles": roles}
+    })
+}
+
+/// Replays `timeline` for `scaler` against `target` (a ModelDeployment document).
+pub fn replay(
+    scaler: &ModelDeploymentScaler,
+    target: Value,
+    timeline: &[TimelineEntry],
+) -> Result<Vec<PassReport>, ReplayError> {
+    let mut spec = scaler.spec.clone();
+    default_spec(&mut spec);
+    let name = scaler
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_else(|| "replay".into());
+    let uid = scaler
+        .metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| "replay-scaler".into());
+    let mut status = scaler.status.clone().unwrap_or_default();
+    let mut doc = target;
+    for (pointer, default) in [
+        ("/metadata/uid", json!("replay-target")),
+        ("/metadata/generation", json!(1)),
+        ("/metadata/resourceVersion", json!("1")),
+    ] {
+        if doc.pointer(pointer).is_none() {
+            let (parent, key) = pointer.rsplit_once('/').expect("pointer");
+            if let Some(obj) = doc.pointer_mut(parent).and_then(Value::as_object_mut) {
+                obj.insert(key.to_string(), default);
+            }
+        }
+    }
+    let start: Timestamp = "2026-01-01T00:00:00Z".parse().expect("start");
+    let mut memory = Memory::default();
+    let mut unadmitted: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    let mut reports = Vec::new();
+    for entry in timeline {
+        if let Some(change) = &entry.target {
+            apply_change(&mut doc, change, &mut unadmitted)?;
+        }
+        let md: ModelDeployment = serde_json::from_value(doc.clone())
+            .map_err(|e| ReplayError(format!("the target is not a ModelDeployment: {e}")))?;
+        let mut admission = BTreeMap::new();
+        let mut pods = BTreeSet::new();
+        for role in &md.spec.roles {
+            for o in 0..role.replicas() {
+                let refused = unadmitted
+                    .get(&role.name)
+                    .is_some_and(|list| list.contains(&o));
+                admission.insert(
+                    (role.name.clone(), o),
+                    if refused {
+                        WorkloadAdmission::Unadmitted
+                    } else {
+                        WorkloadAdmission::Admitted
+                    },
+                );
+                pods.insert((role.name.clone(), o));
+            }
+        }
+        if let Some(r) = md.status.as_ref().and_then(|s| s.retirement.as_ref()) {
+            pods.insert((r.role_name.clone(), r.replica_ordinal));
+        }
+        let observations: BTreeMap<String, RoleObservation> = entry
+            .roles
+            .iter()
+            .map(|(role, o)| (role.clone(), o.observation()))
+            .collect();
+        let now = start + SignedDuration::from_secs_f64(entry.t);
+        let input = Input {
+            scaler: Scaler {
+                name: &name,
+                uid: &uid,
+                generation: 1,
+                spec: &spec,
+                status: &status,
+                deleting: false,
+            },
+            target: Some(Target {
+                deployment: &md,
+                admission,
+                ordinals_with_pods: pods,
+            }),
+            observations: &observations,
+            now,
+        };
+        let outcome = reconcile(&input, &mut memory);
+        let rejected = match &outcome.write {
+            Some(write) => !apply_write(&mut doc, write)?,
+            None => false,
+        };
+        if outcome.write_status && !rejected {
+            status = outcome.status.clone();
+        }
+        reports.push(report(entry.t, &outcome, rejected));
+    }
+    Ok(reports)
+}
+
+fn apply_change(
+    doc: &mut Value,
+    change: &TargetChange,
+    unadmitted: &mut BTreeMap<String, Vec<i32>>,
+) -> Result<(), ReplayError> {
+    if let Some(replicas) = &change.replicas {
+        let roles = doc
+            .pointer_mut("/spec/roles")
+            .and_then(Value::as_array_mut)
+            .ok_or_else(|| ReplayError("the target has no spec.roles".into()))?;
+        for (name, count) in replicas {
+            let role = roles
+                .iter_mut()
+                .find(|r| r["name"] == json!(name))
+                .ok_or_else(|| {
+                    ReplayError(format!(
+                        "the timeline edits role {name:?}, which the target does not have"
+                    ))
+                })?;
+            role["replicas"] = json!(count);
+        }
+        bump(doc, true);
+    }
+    if let Some(map) = &change.unadmitted {
+        for (role, list) in map {
+            unadmitted.insert(role.clone(), list.clone());
+        }
+    }
+    if let Some(retirement) = &change.retirement {
+        let status = doc
+            .as_object_mut()
+            .expect("object")
+            .entry("status")
+            .or_insert(json!({}));
+        match retirement {
+            Some(r) => {
+                status["retirement"] =
+                    json!({"roleName": r.role, "replicaOrdinal": r.ordinal, "state": r.state})
+            }
+            None => {
+                if let Some(s) = status.as_object_mut() {
+                    s.remove("retirement");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Moves the resource version, and the generation when the spec changed.
+fn bump(doc: &mut Value, spec_changed: bool) {
+    let rv: i64 = doc["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    doc["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+    if spec_changed {
+        let g = doc["metadata"]["generation"].as_i64().unwrap_or(1);
+        doc["metadata"]["generation"] = json!(g + 1);
+    }
+}
+
+/// Applies a write; `false` when its patch is refused.
+fn apply_write(doc: &mut Value, write: &crate::Write) -> Result<bool, ReplayError> {
+    let ops: json_patch::Patch =
+        serde_json::from_value(serde_json::to_value(&write.ops).expect("ops serialize"))
+            .map_err(|e| ReplayError(format!("the core produced an invalid patch: {e}")))?;
+    let mut candidate = doc.clone();
+    if json_patch::patch(&mut candidate, &ops).is_err() {
+        return Ok(false);
+    }
+    let spec_changed = candidate["spec"] != doc["spec"];
+    *doc = candidate;
+    bump(doc, spec_changed);
+    Ok(true)
+}
+
+fn report(t: f64, outcome: &Outcome, rejected: bool) -> PassReport {
+    let roles = outcome
+        .plan
+        .as_ref()
+        .map(|p| {
+            p.roles
+                .iter()
+                .map(|r| {
+                    (
+                        r.name.clone(),
+                        RoleReport {
+                            raw: r.raw,
+                            constrained: r.constrained,
+                            reason: r.reason.as_str().to_string(),
+                            limits: r.limits.iter().map(|l| l.to_string()).collect(),
+                            current: r.current,
+                        },
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let conditions: BTreeMap<String, ConditionReport> = outcome
+        .status
+        .conditions
+        .iter()
+        .map(|c| {
+            (
+                c.type_.clone(),
+                ConditionReport {
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                },
+            )
+        })
+        .collect();
+    PassReport {
+        t,
+        roles,
+        write: outcome.write.as_ref().map(|w| WriteReport {
+            vector: w.vector.clone(),
+            decision_id: w.decision_id.clone(),
+            term: w.term,
+            kind: w.kind.as_str(),
+            rejected,
+        }),
+        conditions,
+        events: outcome
+            .events
+            .iter()
+            .map(|e| format!("{}: {}", e.reason, e.message))
+            .collect(),
+    }
+}
