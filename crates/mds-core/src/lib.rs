@@ -7,6 +7,7 @@ pub mod conditions;
 pub mod memory;
 pub mod patch;
 mod protocol;
+pub mod rebalance;
 mod reconcile;
 pub mod replay;
 

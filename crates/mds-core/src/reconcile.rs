@@ -19,10 +19,10 @@ use mds_planner::{Guards, Plan, PlanInput, PlannerState, Policy, Reason, RoleInp
 use crate::conditions::{self, ACTIVE, BLOCKED, BOUND, METRICS_READY, Report};
 use crate::patch::{self, TargetShape};
 use crate::protocol::{self, CohortState, RetirementState};
+use crate::rebalance;
 use crate::{Event, Input, Memory, Outcome, Target, Write, WriteKind};
 
-/// Marks a rollback's exhaustion episode in `status.rebalance.reason`.
-const RESOURCE_EXHAUSTED: &str = "ResourceExhausted";
+use crate::rebalance::RESOURCE_EXHAUSTED;
 
 struct Pass<'a> {
     input: &'a Input<'a>,
@@ -269,7 +269,7 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         guards.unadmitted_ordinals = true;
     }
 
-    plan_roles(pass, target, memory, &mut guards);
+    let policy = plan_roles(pass, target, memory, &mut guards);
     report_protocol_write(pass);
 
     if committing && pass.write.is_none() {
@@ -279,7 +279,12 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
                 .as_ref()
                 .map(|b| b.to_annotation())
                 .unwrap_or_default();
-            commit(pass, target, &payload, term, memory);
+            let transaction = policy
+                .as_ref()
+                .is_some_and(|policy| rebalance_step(pass, target, policy, &payload, term, memory));
+            if !transaction {
+                commit(pass, target, &payload, term, memory);
+            }
         } else {
             let term = protocol::next_term(md, &pass.status);
             let payload = BindingPayload {
@@ -333,14 +338,12 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
 /// After a rollback, growth waits: for `pendingTimeoutSeconds`, or until a scaler spec edit
 /// or an external change of the target starts a new episode (spec, *Resource rebalancing*).
 fn exhaustion_backoff(pass: &Pass, target: &Target) -> bool {
-    let Some(episode) = pass
-        .status
-        .rebalance
-        .as_ref()
-        .filter(|r| r.reason.as_deref() == Some(RESOURCE_EXHAUSTED))
-    else {
+    let Some(episode) = pass.status.rebalance.as_ref() else {
         return false;
     };
+    if episode.reason.as_deref() == Some(rebalance::DONOR_RELEASE) {
+        return true;
+    }
     let input = pass.input;
     let spec_edited = input
         .scaler
@@ -370,6 +373,156 @@ fn exhaustion_backoff(pass: &Pass, target: &Target) -> bool {
         .as_ref()
         .is_some_and(|t| input.now >= t.0 + SignedDuration::from_secs(timeout));
     !(spec_edited || external || waited)
+}
+
+/// Runs the donor/receiver transaction. Returns true while a transaction owns this pass (a
+/// write was made, or the donor's retirement is awaited), so no planned commit competes.
+fn rebalance_step(
+    pass: &mut Pass,
+    target: &Target,
+    policy: &Policy,
+    binding: &str,
+    term: i64,
+    memory: &mut Memory,
+) -> bool {
+    let Some(rb) = pass.status.rebalance.clone() else {
+        return false;
+    };
+    let input = pass.input;
+    let md = target.deployment;
+    // A spec edit or an external change of the target ends the episode (D22): our own commits
+    // do not. A transaction in flight finishes first.
+    let spec_edited = rb
+        .exhaustion_episode_generation
+        .is_some_and(|g| input.scaler.generation > g);
+    let external = md
+        .metadata
+        .generation
+        .zip(
+            pass.status
+                .last_commit
+                .as_ref()
+                .and_then(|c| c.target_generation),
+        )
+        .is_some_and(|(now, ours)| now > ours);
+    if (spec_edited || external) && rb.reason.as_deref() != Some(rebalance::DONOR_RELEASE) {
+        pass.status.rebalance = None;
+        return false;
+    }
+    let current = protocol::current_vector(md);
+    let instance_types: BTreeMap<String, String> = md
+        .spec
+        .roles
+        .iter()
+        .map(|r| (r.name.clone(), r.instance_type.clone().unwrap_or_default()))
+        .collect();
+    let donor_pods_remain = match (&rb.donor_role, rb.donor_target_replicas) {
+        (Some(donor), Some(kept)) => target
+            .ordinals_with_pods
+            .iter()
+            .any(|(r, o)| r == donor && *o >= kept),
+        _ => false,
+    };
+    let facts = rebalance::TargetFacts {
+        current: &current,
+        instance_types: &instance_types,
+        retirement_active: md.status.as_ref().is_some_and(|s| s.retirement.is_some()),
+        donor_pods_remain,
+    };
+    let spec = input.scaler.spec;
+    let rebalance_spec = spec.rebalance.clone().unwrap_or_default();
+    let Some(plan) = pass.plan.clone() else {
+        return false;
+    };
+    let now = pass.now();
+    match rebalance::step(
+        &rb,
+        policy,
+        rebalance_spec.policy.unwrap_or_default(),
+        &rebalance_spec.priority,
+        &plan,
+        &facts,
+    ) {
+        rebalance::Step::Idle => false,
+        rebalance::Step::Waiting => true,
+        rebalance::Step::Refused { reason, message } => {
+            if rb.reason.as_deref() != Some(reason) {
+                pass.event(true, reason, message);
+            }
+            if let Some(r) = pass.status.rebalance.as_mut() {
+                r.reason = Some(reason.to_string());
+            }
+            false
+        }
+        rebalance::Step::Release { donor, vector } => {
+            let receiver = rb.receiver_role.clone().unwrap_or_default();
+            let decision = protocol::decision_id(input.scaler.name, term, now);
+            record_commit(
+                pass,
+                target,
+                binding,
+                term,
+                &vector,
+                &decision,
+                WriteKind::Commit,
+            );
+            pass.status.last_scale_down = Some(protocol::scale_down_record(
+                &donor,
+                &current,
+                vector[&donor],
+            ));
+            if let Some(r) = pass.status.rebalance.as_mut() {
+                r.donor_role = Some(donor.clone());
+                r.donor_target_replicas = Some(vector[&donor]);
+                r.receiver_target_replicas = Some(current.get(&receiver).copied().unwrap_or(0) + 1);
+                r.started_at = Some(Time(now));
+                r.donation_attempted = true;
+                r.reason = Some(rebalance::DONOR_RELEASE.to_string());
+            }
+            pass.event(
+                false,
+                "DonorRelease",
+                format!("{donor} releases one replica for {receiver} (decision {decision})"),
+            );
+            true
+        }
+        rebalance::Step::Acquire { vector } => {
+            let decision = protocol::decision_id(input.scaler.name, term, now);
+            record_commit(
+                pass,
+                target,
+                binding,
+                term,
+                &vector,
+                &decision,
+                WriteKind::Commit,
+            );
+            pass.status.pending_cohort = Some(PendingCohort {
+                decision_id: decision.clone(),
+                term,
+                baseline_vector: current.clone(),
+                target_vector: vector.clone(),
+                started_at: Some(Time(now)),
+            });
+            let receiver = rb.receiver_role.clone().unwrap_or_default();
+            if let Some(planner) = memory.planner.as_mut() {
+                planner
+                    .roles
+                    .entry(receiver.clone())
+                    .or_default()
+                    .last_scale_up = Some(now);
+            }
+            if let Some(r) = pass.status.rebalance.as_mut() {
+                r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
+            }
+            pass.event(
+                false,
+                "ReceiverAcquire",
+                format!("{receiver} acquires the released replica (decision {decision})"),
+            );
+            true
+        }
+    }
 }
 
 /// A rollback or restore is this pass's write: report its counts, not the plan's.
@@ -490,13 +643,12 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
     match protocol::cohort_state(&cohort, target, timeout, pass.now()) {
         CohortState::Admitted => {
             pass.status.pending_cohort = None;
-            // Growth was admitted: any exhaustion episode is over.
+            // Growth was admitted: the exhaustion episode (and any transaction) is over.
             if pass
                 .status
                 .rebalance
                 .as_ref()
-                .and_then(|r| r.reason.as_deref())
-                == Some(RESOURCE_EXHAUSTED)
+                .is_some_and(|r| r.reason.as_deref() != Some(rebalance::DONOR_RELEASE))
             {
                 pass.status.rebalance = None;
             }
@@ -529,10 +681,16 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
             );
             pass.status.pending_cohort = None;
             let receiver = unadmitted.first().map(|(role, _)| role.clone());
+            // Within one episode a donation is attempted once; our own commits do not end it.
+            let generation = pass.input.scaler.generation;
+            let attempted = pass.status.rebalance.as_ref().is_some_and(|r| {
+                r.exhaustion_episode_generation == Some(generation) && r.donation_attempted
+            });
             pass.status.rebalance = Some(RebalanceStatus {
                 receiver_role: receiver,
                 started_at: Some(Time(pass.now())),
-                exhaustion_episode_generation: target.deployment.metadata.generation,
+                exhaustion_episode_generation: Some(generation),
+                donation_attempted: attempted,
                 reason: Some(RESOURCE_EXHAUSTED.to_string()),
                 ..RebalanceStatus::default()
             });
@@ -556,7 +714,12 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
 }
 
 /// Builds the policy, restores memory, plans, and fills the role statuses.
-fn plan_roles(pass: &mut Pass, target: &Target, memory: &mut Memory, guards: &mut Guards) {
+fn plan_roles(
+    pass: &mut Pass,
+    target: &Target,
+    memory: &mut Memory,
+    guards: &mut Guards,
+) -> Option<Policy> {
     let input = pass.input;
     let md = target.deployment;
     let kinds: BTreeMap<String, RoleKind> = md
@@ -574,7 +737,7 @@ fn plan_roles(pass: &mut Pass, target: &Target, memory: &mut Memory, guards: &mu
                 "BoundsConflict",
                 format!("the spec cannot be planned: {e}"),
             );
-            return;
+            return None;
         }
     };
     let current = protocol::current_vector(md);
@@ -596,7 +759,7 @@ fn plan_roles(pass: &mut Pass, target: &Target, memory: &mut Memory, guards: &mu
             "BoundsConflict",
             format!("roles {missing:?} do not exist on the target"),
         );
-        return;
+        return None;
     }
     let roles: Vec<RoleInput> = policy
         .roles
@@ -648,6 +811,7 @@ fn plan_roles(pass: &mut Pass, target: &Target, memory: &mut Memory, guards: &mu
         })
         .collect();
     pass.plan = Some(plan);
+    Some(policy)
 }
 
 /// Commits the plan's vector when it differs from the target's.
@@ -785,12 +949,12 @@ fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
 
 fn metrics_and_blocked(pass: &mut Pass) {
     let plan = pass.plan.as_ref().expect("planned");
-    let exhausted = pass
+    let episode = pass
         .status
         .rebalance
         .as_ref()
-        .and_then(|r| r.reason.as_deref())
-        == Some(RESOURCE_EXHAUSTED);
+        .and_then(|r| r.reason.clone());
+    let exhausted = episode.is_some();
     let aborted_cooldown = pass.status.last_scale_down.as_ref().is_some_and(|l| {
         l.outcome == ScaleDownOutcome::Aborted
             && l.cooldown_until
@@ -858,6 +1022,20 @@ fn metrics_and_blocked(pass: &mut Pass) {
                     true,
                     "ScaleDownAborted",
                     "a retirement was aborted and restored; scale-down waits for the cooldown",
+                )
+            } else if episode.as_deref() == Some(rebalance::NOT_APPLICABLE) {
+                Report::new(
+                    BLOCKED,
+                    true,
+                    "RebalanceNotApplicable",
+                    "the receiver still needs to grow but no role can donate (same instanceType, above its minimum, allowed by rebalance.policy)",
+                )
+            } else if episode.as_deref() == Some(rebalance::BLOCKED) {
+                Report::new(
+                    BLOCKED,
+                    true,
+                    "RebalanceBlocked",
+                    "a donation would break bounds or ratios in between, or was already attempted in this episode; edit the scaler spec to start a new one",
                 )
             } else if exhausted {
                 Report::new(

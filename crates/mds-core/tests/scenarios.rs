@@ -480,3 +480,240 @@ fn after_a_rollback_growth_waits_for_the_episode_to_end() {
     assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
     assert_eq!(w.replicas()["server"], 4);
 }
+
+/// prefill and decode on one instance type; decode's growth times out.
+fn rebalance_world(policy: serde_json::Value, prefill: i32, decode: i32) -> World {
+    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    s["rebalance"] = policy;
+    let mut w = World::new(
+        s,
+        Some(target(&[
+            ("prefill", "Prefill", prefill),
+            ("decode", "Decode", decode),
+        ])),
+    );
+    w.observe("prefill", wants(prefill, prefill as u32));
+    w.observe("decode", wants(decode, decode as u32));
+    w.pass(); // bind
+    w.now += 15;
+    w.observe("decode", wants(decode + 1, decode as u32));
+    assert_eq!(
+        w.pass().write.unwrap().kind,
+        WriteKind::Commit,
+        "decode grows"
+    );
+    w.now += 135;
+    assert_eq!(
+        w.pass().write.unwrap().kind,
+        WriteKind::Rollback,
+        "its ordinal was never admitted"
+    );
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "ResourceExhausted".into())
+    );
+    w.now += 15;
+    w
+}
+
+#[test]
+fn opposing_rebalance_moves_one_replica_in_two_steps() {
+    let mut w = rebalance_world(json!({"policy": "Opposing"}), 4, 2);
+    // Prefill's own recommendation is to shrink: it donates.
+    w.observe("prefill", wants(2, 4));
+    w.observe("decode", wants(3, 2));
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(
+        w.replicas(),
+        [("decode".to_string(), 2), ("prefill".to_string(), 3)].into()
+    );
+    let rb = w.status.rebalance.clone().unwrap();
+    assert_eq!(rb.reason.as_deref(), Some("DonorRelease"));
+    assert_eq!(
+        (
+            rb.donor_role.as_deref(),
+            rb.donor_target_replicas,
+            rb.receiver_target_replicas
+        ),
+        (Some("prefill"), Some(3), Some(3))
+    );
+    assert!(rb.donation_attempted);
+    assert_eq!(w.status.last_scale_down.as_ref().unwrap().role, "prefill");
+    // The donor's retirement runs, then its Pods linger: the receiver waits.
+    w.set_retirement(Some(
+        json!({"roleName": "prefill", "replicaOrdinal": 3, "state": "Draining"}),
+    ));
+    w.pods.insert(("prefill".into(), 3));
+    w.now += 15;
+    assert!(w.pass().write.is_none());
+    w.set_retirement(None);
+    w.now += 15;
+    assert!(
+        w.pass().write.is_none(),
+        "Pods of the removed ordinal remain"
+    );
+    w.pods.clear();
+    w.now += 15;
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(
+        w.replicas()["decode"],
+        3,
+        "the receiver acquires one replica"
+    );
+    assert_eq!(
+        w.status.rebalance.as_ref().unwrap().reason.as_deref(),
+        Some("ReceiverAcquire")
+    );
+    assert!(w.status.pending_cohort.is_some());
+    assert!(o.events.iter().any(|e| e.reason == "ReceiverAcquire"));
+}
+
+#[test]
+fn no_donor_in_another_pool_is_not_applicable() {
+    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    s["rebalance"] = json!({"policy": "Opposing"});
+    let mut t = target(&[("prefill", "Prefill", 4), ("decode", "Decode", 2)]);
+    t["spec"]["roles"][0]["instanceType"] = json!("l40s");
+    let mut w = World::new(s, Some(t));
+    w.observe("prefill", wants(4, 4));
+    w.observe("decode", wants(2, 2));
+    w.pass();
+    w.now += 15;
+    w.observe("decode", wants(3, 2));
+    w.pass();
+    w.now += 135;
+    w.pass(); // rollback
+    w.now += 15;
+    w.observe("prefill", wants(2, 4));
+    assert!(w.pass().write.is_none());
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "RebalanceNotApplicable".into())
+    );
+}
+
+#[test]
+fn priority_lets_a_holding_role_donate_once_per_episode() {
+    let mut w = rebalance_world(
+        json!({"policy": "Priority", "priority": ["decode", "prefill"]}),
+        4,
+        2,
+    );
+    w.observe("prefill", wants(4, 4)); // holds
+    w.observe("decode", wants(3, 2));
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["prefill"], 3);
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit, "acquire");
+    assert_eq!(w.replicas()["decode"], 3);
+    // The acquired ordinal times out too: a second donation in the same episode is blocked.
+    w.now += 135;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Rollback);
+    w.now += 15;
+    let rb = w.status.rebalance.clone().unwrap();
+    assert_eq!(rb.reason.as_deref(), Some("ResourceExhausted"));
+    assert!(rb.donation_attempted, "the episode remembers its donation");
+    assert!(w.pass().write.is_none());
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "RebalanceBlocked".into())
+    );
+}
+
+#[test]
+fn an_intermediate_vector_that_breaks_a_ratio_blocks_the_donation() {
+    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    s["rebalance"] = json!({"policy": "Priority", "priority": ["decode", "prefill"]});
+    s["ratios"] = json!([{"numeratorRole": "prefill", "denominatorRole": "decode", "min": "1"}]);
+    let mut w = World::new(
+        s,
+        Some(target(&[
+            ("prefill", "Prefill", 2),
+            ("decode", "Decode", 2),
+        ])),
+    );
+    w.observe("prefill", wants(2, 2));
+    w.observe("decode", wants(2, 2));
+    w.pass();
+    w.now += 15;
+    w.observe("prefill", wants(3, 2));
+    w.observe("decode", wants(3, 2));
+    w.pass(); // both grow to 3
+    w.admission.insert(
+        ("prefill".into(), 2),
+        mds_api::target::WorkloadAdmission::Admitted,
+    );
+    w.now += 135;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Rollback);
+    w.now += 15;
+    // decode needs 3; prefill donating (2 -> 1) would leave prefill/decode = 1/2 < 1.
+    assert!(w.pass().write.is_none());
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "RebalanceBlocked".into())
+    );
+}
+
+#[test]
+fn an_aborted_donor_retirement_restores_and_cancels_the_transaction() {
+    let mut w = rebalance_world(json!({"policy": "Opposing"}), 4, 2);
+    w.observe("prefill", wants(2, 4));
+    w.observe("decode", wants(3, 2));
+    w.pass(); // donor releases
+    w.set_retirement(Some(
+        json!({"roleName": "prefill", "replicaOrdinal": 3, "state": "Aborted"}),
+    ));
+    w.now += 15;
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Restore);
+    assert_eq!(w.replicas()["prefill"], 4);
+    assert!(w.status.rebalance.is_none(), "the transaction is cancelled");
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "ScaleDownAborted".into())
+    );
+}
+
+#[test]
+fn a_spec_edit_starts_a_new_episode() {
+    let mut w = rebalance_world(
+        json!({"policy": "Priority", "priority": ["decode", "prefill"]}),
+        4,
+        2,
+    );
+    w.observe("decode", wants(3, 2));
+    w.pass(); // donor releases
+    w.now += 15;
+    w.pass(); // receiver acquires
+    w.now += 135;
+    w.pass(); // rolled back again, donation already attempted
+    w.now += 15;
+    w.pass();
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "RebalanceBlocked".into())
+    );
+    w.edit(|s| s["sampling"]["intervalSeconds"] = json!(20));
+    w.now += 20;
+    let o = w.pass();
+    assert!(w.status.rebalance.is_none(), "the edit ended the episode");
+    assert_eq!(
+        o.write.unwrap().kind,
+        WriteKind::Commit,
+        "growth is retried"
+    );
+}
+
+#[test]
+fn disabled_rebalancing_attempts_no_donation() {
+    let mut w = rebalance_world(json!({"policy": "Disabled"}), 4, 2);
+    w.observe("prefill", wants(2, 4));
+    w.observe("decode", wants(3, 2));
+    assert!(w.pass().write.is_none());
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "RebalanceNotApplicable".into())
+    );
+}
