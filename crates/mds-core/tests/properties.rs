@@ -135,3 +135,40 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// A controller restarted from the last written status makes the same next decision as
+    /// one that kept running, at the controller's cadence of one pass per intervalSeconds
+    /// (Proportional: no demand windows to lose; see docs/DESIGN.md for token windows).
+    #[test]
+    fn a_restart_decides_like_an_uninterrupted_run(wants_seq in proptest::collection::vec(1i32..=10, 1..30)) {
+        let mut w = World::new(spec("Active", &[("server", 1, 12)]), Some(target(&[("server", "Server", 2)])));
+        w.observe("server", wants(2, 2));
+        w.pass();
+        for (i, want) in wants_seq.iter().enumerate() {
+            w.now += 15;
+            let ready = w.replicas()["server"] as u32;
+            w.observe("server", wants(*want, ready));
+            for o in 0..12 {
+                w.admission.insert(("server".into(), o), WorkloadAdmission::Admitted);
+            }
+            let spec = w.spec();
+            let md = w.deployment().unwrap();
+            let input = mds_core::Input {
+                scaler: mds_core::Scaler { name: "llm", uid: SCALER_UID, generation: w.generation, spec: &spec, status: &w.status, deleting: false },
+                target: Some(mds_core::Target { deployment: &md, admission: w.admission.clone(), ordinals_with_pods: Default::default() }),
+                observations: &w.observations,
+                now: t(w.now),
+            };
+            let restarted = mds_core::reconcile(&input, &mut mds_core::Memory::default());
+            let running = w.pass();
+            prop_assert_eq!(
+                restarted.write.as_ref().map(|x| x.vector.clone()),
+                running.write.as_ref().map(|x| x.vector.clone()),
+                "pass {}", i
+            );
+        }
+    }
+}
