@@ -154,15 +154,7 @@ proptest! {
             for o in 0..12 {
                 w.admission.insert(("server".into(), o), WorkloadAdmission::Admitted);
             }
-            let spec = w.spec();
-            let md = w.deployment().unwrap();
-            let input = mds_core::Input {
-                scaler: mds_core::Scaler { name: "llm", uid: SCALER_UID, generation: w.generation, spec: &spec, status: &w.status, deleting: false },
-                target: Some(mds_core::Target { deployment: &md, admission: w.admission.clone(), ordinals_with_pods: Default::default() }),
-                observations: &w.observations,
-                now: t(w.now),
-            };
-            let restarted = mds_core::reconcile(&input, &mut mds_core::Memory::default());
+            let restarted = w.decide_with(&mut mds_core::Memory::default());
             let running = w.pass();
             prop_assert_eq!(
                 restarted.write.as_ref().map(|x| x.vector.clone()),

@@ -371,28 +371,7 @@ fn a_failed_write_is_replanned_not_half_applied() {
     let mut w = bound_world();
     w.observe("server", wants(5, 2));
     // Someone changes the count between the read and the write: the test op fails.
-    let spec = w.spec();
-    let md = w.deployment().unwrap();
-    let target = mds_core::Target {
-        deployment: &md,
-        admission: Default::default(),
-        ordinals_with_pods: Default::default(),
-    };
-    let input = mds_core::Input {
-        scaler: mds_core::Scaler {
-            name: "llm",
-            uid: SCALER_UID,
-            generation: w.generation,
-            spec: &spec,
-            status: &w.status,
-            deleting: false,
-        },
-        target: Some(target),
-        observations: &w.observations,
-        now: t(w.now),
-    };
-    let mut memory = w.memory.clone();
-    let outcome = mds_core::reconcile(&input, &mut memory);
+    let outcome = w.decide_with(&mut w.memory.clone());
     w.target.as_mut().unwrap()["spec"]["roles"][0]["replicas"] = json!(3);
     let ops: json_patch::Patch =
         serde_json::from_value(serde_json::to_value(&outcome.write.unwrap().ops).unwrap()).unwrap();
@@ -426,27 +405,7 @@ fn a_restart_from_the_last_written_status_decides_the_same() {
         );
         admit(&mut w, "server", 0..16);
         // A controller that restarts now restores memory from the written status.
-        let mut restarted = mds_core::Memory::default();
-        let spec = w.spec();
-        let md = w.deployment().unwrap();
-        let input = mds_core::Input {
-            scaler: mds_core::Scaler {
-                name: "llm",
-                uid: SCALER_UID,
-                generation: w.generation,
-                spec: &spec,
-                status: &w.status,
-                deleting: false,
-            },
-            target: Some(mds_core::Target {
-                deployment: &md,
-                admission: w.admission.clone(),
-                ordinals_with_pods: Default::default(),
-            }),
-            observations: &w.observations,
-            now: t(w.now),
-        };
-        let fresh = mds_core::reconcile(&input, &mut restarted);
+        let fresh = w.decide_with(&mut mds_core::Memory::default());
         let o = w.pass();
         twin_states.push((
             fresh.write.as_ref().map(|w| w.vector.clone()),

@@ -234,24 +234,31 @@ pub fn read(engine: EngineKind, page: &Page<'_>) -> EngineSample {
     sample
 }
 
-/// Uses the first present of `names`; notes the others as ignored duplicates.
-fn first_present<'n>(f: &Families, names: &[&'n str]) -> Option<&'n str> {
-    names.iter().copied().find(|name| f.has(name))
+/// The note on a legacy series whose preferred name is also on the page.
+fn shadowed_note(preferred: &str) -> String {
+    format!("legacy name; {preferred} is preferred and never summed with it")
 }
 
-fn note_shadowed(sample: &mut EngineSample, f: &Families, chosen: Option<&str>, names: &[&str]) {
-    for name in names {
-        if Some(*name) != chosen && f.has(name) {
-            sample.note(
-                name,
-                false,
-                format!(
-                    "legacy name; {} is preferred and never summed with it",
-                    chosen.unwrap_or("?")
-                ),
-            );
+/// The first of `names` on the page (histogram bases when `histogram`); the others present
+/// are noted as shadowed legacy names.
+fn preferred<'n>(
+    f: &Families,
+    sample: &mut EngineSample,
+    names: &[&'n str],
+    histogram: bool,
+) -> Option<&'n str> {
+    let present = |name: &str| {
+        if histogram {
+            f.has_histogram(name)
+        } else {
+            f.has(name)
         }
+    };
+    let chosen = names.iter().copied().find(|name| present(name))?;
+    for name in names.iter().copied().filter(|n| *n != chosen && present(n)) {
+        sample.note(name, false, shadowed_note(chosen));
     }
+    Some(chosen)
 }
 
 fn read_vllm(f: &Families, sample: &mut EngineSample) {
@@ -266,11 +273,9 @@ fn read_vllm(f: &Families, sample: &mut EngineSample) {
     }
 
     let kv_names = ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"];
-    let kv = first_present(f, &kv_names);
-    if let Some(name) = kv {
+    if let Some(name) = preferred(f, sample, &kv_names, false) {
         sample.kv_fractions(f, name);
     }
-    note_shadowed(sample, f, kv, &kv_names);
 
     if sample.add_counter(f, "vllm:prompt_tokens_total", Counter::Prompt, |_| true) > 0 {
         sample.note(
@@ -304,7 +309,7 @@ fn read_vllm(f: &Families, sample: &mut EngineSample) {
             sample.note(
                 "vllm:gpu_prefix_cache_hits_total",
                 false,
-                "legacy name; vllm:prefix_cache_hits_total is preferred and never summed with it",
+                shadowed_note("vllm:prefix_cache_hits_total"),
             );
         }
     } else if f.has("vllm:gpu_prefix_cache_hits_total") {
@@ -350,25 +355,16 @@ fn read_vllm(f: &Families, sample: &mut EngineSample) {
     }
 
     sample.add_histogram(f, "vllm:time_to_first_token_seconds", Latency::Ttft);
-    let itl_names = [
-        "vllm:inter_token_latency_seconds",
-        "vllm:time_per_output_token_seconds",
-    ];
-    let itl = itl_names.iter().copied().find(|base| f.has_histogram(base));
-    if let Some(base) = itl {
+    if let Some(base) = preferred(
+        f,
+        sample,
+        &[
+            "vllm:inter_token_latency_seconds",
+            "vllm:time_per_output_token_seconds",
+        ],
+        true,
+    ) {
         sample.add_histogram(f, base, Latency::Itl);
-    }
-    for base in itl_names {
-        if Some(base) != itl && f.has_histogram(base) {
-            sample.note(
-                base,
-                false,
-                format!(
-                    "legacy name; {} is preferred and never summed with it",
-                    itl.unwrap_or("?")
-                ),
-            );
-        }
     }
 }
 
@@ -428,12 +424,15 @@ fn read_sglang(f: &Families, sample: &mut EngineSample) {
     }
 
     sample.add_histogram(f, "sglang:time_to_first_token_seconds", Latency::Ttft);
-    let itl_names = [
-        "sglang:inter_token_latency_seconds",
-        "sglang:time_per_output_token_seconds",
-    ];
-    let itl = itl_names.iter().copied().find(|base| f.has_histogram(base));
-    if let Some(base) = itl {
+    if let Some(base) = preferred(
+        f,
+        sample,
+        &[
+            "sglang:inter_token_latency_seconds",
+            "sglang:time_per_output_token_seconds",
+        ],
+        true,
+    ) {
         sample.add_histogram(f, base, Latency::Itl);
     }
 }

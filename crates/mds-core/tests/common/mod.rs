@@ -171,6 +171,31 @@ impl World {
         self.observations.insert(role.to_string(), o);
     }
 
+    /// Reconciles with `memory` (not the world's) and applies nothing: what a controller with
+    /// that memory would decide now. `Memory::default()` is a controller that just restarted.
+    pub fn decide_with(&self, memory: &mut Memory) -> Outcome {
+        let spec = self.spec();
+        let md = self.deployment().expect("a target");
+        let input = Input {
+            scaler: Scaler {
+                name: "llm",
+                uid: SCALER_UID,
+                generation: self.generation,
+                spec: &spec,
+                status: &self.status,
+                deleting: self.deleting,
+            },
+            target: Some(Target {
+                deployment: &md,
+                admission: self.admission.clone(),
+                ordinals_with_pods: self.pods.clone(),
+            }),
+            observations: &self.observations,
+            now: t(self.now),
+        };
+        reconcile(&input, memory)
+    }
+
     /// One pass: reconcile, apply the write with JSON Patch semantics, store the status when
     /// asked and when the write (if any) succeeded.
     pub fn pass(&mut self) -> Outcome {
