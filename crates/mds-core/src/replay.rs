@@ -45,6 +45,29 @@ pub struct ObservedRole {
 }
 
 impl ObservedRole {
+    /// A one-line summary: only the signals present.
+    fn summary(&self) -> String {
+        let mut parts = vec![format!("ready {}", self.ready_replicas.unwrap_or(0))];
+        let fields = [
+            ("prompt", self.prompt_tokens_per_second, " tok/s"),
+            ("generation", self.generation_tokens_per_second, " tok/s"),
+            ("running", self.running_requests, ""),
+            ("waiting", self.waiting_requests, ""),
+            ("kv", self.kv_cache_usage, ""),
+            ("ttft", self.ttft_milliseconds, " ms"),
+            ("itl", self.itl_milliseconds, " ms"),
+        ];
+        for (name, value, unit) in fields {
+            if let Some(v) = value {
+                parts.push(format!("{name} {v}{unit}"));
+            }
+        }
+        if let Some(state) = self.signal_state {
+            parts.push(format!("{state:?}"));
+        }
+        parts.join(", ")
+    }
+
     fn observation(&self) -> RoleObservation {
         let ready = self.ready_replicas.unwrap_or(0);
         let sampled = self.sampled_replicas.unwrap_or(ready);
@@ -114,6 +137,9 @@ pub struct PassReport {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RoleReport {
+    /// What the role's observation said, for the text output.
+    #[serde(skip)]
+    pub observed: String,
     pub raw: i32,
     pub constrained: i32,
     pub reason: String,
@@ -293,7 +319,14 @@ pub fn replay(
         if outcome.write_status && !rejected {
             status = outcome.status.clone();
         }
-        reports.push(report(entry.t, &outcome, rejected));
+        let mut pass = report(entry.t, &outcome, rejected);
+        for (role, r) in pass.roles.iter_mut() {
+            r.observed = entry
+                .roles
+                .get(role)
+                .map_or_else(|| "no observation".into(), ObservedRole::summary);
+        }
+        reports.push(pass);
     }
     Ok(reports)
 }
@@ -386,6 +419,7 @@ fn report(t: f64, outcome: &Outcome, rejected: bool) -> PassReport {
                     (
                         r.name.clone(),
                         RoleReport {
+                            observed: String::new(),
                             raw: r.raw,
                             constrained: r.constrained,
                             reason: r.reason.as_str().to_string(),

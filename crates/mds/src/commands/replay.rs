@@ -85,10 +85,11 @@ fn write_text(out: &mut String, reports: &[PassReport]) {
             } else {
                 format!("{} -> {}", role.current, role.constrained)
             };
+            let _ = writeln!(out, "  {name:<12} {}", role.observed);
             let _ = write!(
                 out,
-                "  {name:<12} raw {:>4}  {arrow:<10} {}",
-                role.raw, role.reason
+                "  {:<12} raw {:>4}  {arrow:<10} {}",
+                "", role.raw, role.reason
             );
             if !role.limits.is_empty() {
                 let _ = write!(out, " ({})", role.limits.join("; "));
