@@ -102,10 +102,16 @@ pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
     let kv =
         (!fractions.is_empty()).then(|| fractions.iter().sum::<f64>() / fractions.len() as f64);
 
+    // A window counts only when it carries a rate (counters created since the baseline give
+    // a window without one).
     let windows: Vec<&PodReading> = fresh
         .iter()
         .copied()
-        .filter(|r| r.window.is_some())
+        .filter(|r| {
+            r.window
+                .as_ref()
+                .is_some_and(|w| w.prompt_tokens.is_some() || w.generation_tokens.is_some())
+        })
         .collect();
     let rate = |f: &dyn Fn(&crate::samples::PodWindow) -> Option<f64>| {
         role_total(&windows, ready, |r| {
@@ -143,9 +149,9 @@ pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
     } else if fresh.is_empty() || !has_window {
         SignalState::Missing
     } else if running == Some(0.0)
-        && waiting.unwrap_or(0.0) == 0.0
-        && prompt.unwrap_or(0.0) == 0.0
-        && generation.unwrap_or(0.0) == 0.0
+        && waiting == Some(0.0)
+        && prompt.is_none_or(|v| v == 0.0)
+        && generation.is_none_or(|v| v == 0.0)
     {
         SignalState::Idle
     } else {
@@ -195,54 +201,52 @@ impl RoleObservation {
 /// the window saw no observation.
 pub fn p95_seconds<'a>(deltas: impl Iterator<Item = &'a HistogramDelta>) -> Option<f64> {
     let deltas: Vec<&HistogramDelta> = deltas.collect();
-    let total: f64 = deltas
-        .iter()
-        .map(|d| {
-            d.buckets
-                .iter()
-                .find(|(le, _)| le.is_infinite())
-                .map(|(_, c)| *c)
-                .or(d.count)
-                .unwrap_or(0.0)
-        })
-        .sum();
-    let sum: Option<f64> = deltas.iter().map(|d| d.sum).sum();
-    let count: Option<f64> = deltas.iter().map(|d| d.count).sum();
-    let mean = match (sum, count) {
-        (Some(s), Some(c)) if c > 0.0 => Some(s / c),
-        _ => None,
+    // Observations of a child: its +Inf bucket, else its _count.
+    let observations = |d: &HistogramDelta| {
+        d.buckets
+            .iter()
+            .find(|(le, _)| le.is_infinite())
+            .map(|(_, c)| *c)
+            .or(d.count)
     };
+    // The mean over the children that report both _sum and _count.
+    let (sum, count) = deltas
+        .iter()
+        .filter_map(|d| Some((d.sum?, d.count?)))
+        .fold((0.0, 0.0), |(s, c), (ds, dc)| (s + ds, c + dc));
+    let mean = (count > 0.0).then(|| sum / count);
+    let total: f64 = deltas.iter().filter_map(|d| observations(d)).sum();
     if total <= 0.0 {
         // No observation in the window: missing, not zero (unless only the mean knows).
-        return if count.is_some_and(|c| c > 0.0) {
-            mean
-        } else {
-            None
-        };
+        return mean;
     }
-    let with_buckets: Vec<&&HistogramDelta> =
-        deltas.iter().filter(|d| !d.buckets.is_empty()).collect();
+    // Bucket children whose total is known; a child without +Inf and _count cannot say
+    // what 95 % of it is, so the buckets are not used at all.
+    let with_buckets: Vec<(&HistogramDelta, f64)> = deltas
+        .iter()
+        .filter(|d| !d.buckets.is_empty())
+        .map(|d| observations(d).map(|n| (*d, n)))
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default();
     if with_buckets.is_empty() {
         return mean;
     }
     // Finite boundaries every child has.
     let mut common: Vec<f64> = with_buckets[0]
+        .0
         .buckets
         .iter()
         .map(|(le, _)| *le)
         .filter(|le| le.is_finite())
         .collect();
-    for d in &with_buckets[1..] {
+    for (d, _) in &with_buckets[1..] {
         common.retain(|le| d.buckets.iter().any(|(l, _)| l == le));
     }
-    let bucket_total: f64 = with_buckets
-        .iter()
-        .map(|d| d.buckets.last().map(|(_, c)| *c).unwrap_or(0.0))
-        .sum();
+    let bucket_total: f64 = with_buckets.iter().map(|(_, n)| n).sum();
     for le in common {
         let covered: f64 = with_buckets
             .iter()
-            .map(|d| {
+            .map(|(d, _)| {
                 d.buckets
                     .iter()
                     .find(|(l, _)| *l == le)
@@ -290,6 +294,20 @@ mod tests {
         assert_eq!(p95_seconds([&d].into_iter()), Some(2.5));
         let d = delta(&[], 30.0, 10.0);
         assert_eq!(p95_seconds([&d].into_iter()), Some(3.0));
+    }
+
+    #[test]
+    fn a_lost_inf_bucket_uses_the_count_and_a_child_without_sum_keeps_the_mean() {
+        // +Inf line lost: 100 observations by _count, only 20 at or below 1 s: the mean.
+        let d = delta(&[(0.1, 10.0), (1.0, 20.0)], 500.0, 100.0);
+        assert_eq!(p95_seconds([&d].into_iter()), Some(5.0));
+        let no_sum = HistogramDelta {
+            buckets: vec![],
+            sum: None,
+            count: Some(10.0),
+        };
+        let with_sum = delta(&[], 30.0, 10.0);
+        assert_eq!(p95_seconds([&no_sum, &with_sum].into_iter()), Some(3.0));
     }
 
     #[test]

@@ -110,11 +110,7 @@ pub fn children_of<'s, 'p: 's>(
             // 4. The lowest pp_rank, then the lowest tp_rank, speaks for the group.
             let (_, copies) = by_rank.into_iter().next()?;
             // 3. pid copies collapse; never summed.
-            let values = copies.iter().map(|(_, v)| *v);
-            let value = match collapse {
-                PidCollapse::Mean => values.sum::<f64>() / copies.len() as f64,
-                PidCollapse::Max => values.fold(f64::NEG_INFINITY, f64::max),
-            };
+            let value = collapse_copies(copies.iter().map(|(_, v)| *v), collapse);
             let labels = labels
                 .into_iter()
                 .map(|(n, v)| (n.to_string(), v.to_string()))
@@ -122,6 +118,29 @@ pub fn children_of<'s, 'p: 's>(
             Some(Child { labels, value })
         })
         .collect()
+}
+
+/// Collapses `pid` copies. A NaN copy of a fraction is a missing reading and is left out; a
+/// NaN among counts or counters poisons the result, so the window check downstream sees it.
+fn collapse_copies(values: impl Iterator<Item = f64>, collapse: PidCollapse) -> f64 {
+    let values: Vec<f64> = values.collect();
+    match collapse {
+        PidCollapse::Mean => {
+            let known: Vec<f64> = values.iter().copied().filter(|v| !v.is_nan()).collect();
+            if known.is_empty() {
+                f64::NAN
+            } else {
+                known.iter().sum::<f64>() / known.len() as f64
+            }
+        }
+        PidCollapse::Max => {
+            if values.iter().any(|v| v.is_nan()) {
+                f64::NAN
+            } else {
+                values.into_iter().fold(f64::NEG_INFINITY, f64::max)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -174,6 +193,16 @@ mod tests {
         let q = children(&page, "q", PidCollapse::Max);
         assert_eq!(q.len(), 1);
         assert_eq!(q[0].value, 3.0);
+    }
+
+    #[test]
+    fn nan_is_missing_for_fractions_and_poisons_counts() {
+        let page = parse("kv{pid=\"1\"} NaN\nkv{pid=\"2\"} 0.5\nc NaN\n");
+        assert_eq!(children(&page, "kv", PidCollapse::Mean)[0].value, 0.5);
+        assert!(
+            children(&page, "c", PidCollapse::Max)[0].value.is_nan(),
+            "never -inf"
+        );
     }
 
     #[test]

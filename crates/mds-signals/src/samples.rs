@@ -184,6 +184,9 @@ fn counter_deltas(
             None if key.0 == Counter::Cached => 0.0,
             None => continue,
         };
+        if before.is_nan() {
+            return Err("a counter read NaN in the previous sample");
+        }
         if now < before {
             return Err("a counter decreased");
         }
@@ -265,6 +268,13 @@ fn histogram_deltas(
         };
         out.push(histogram_delta(before, now)?);
     }
+    let vanished = prev
+        .histograms
+        .keys()
+        .any(|key| key.0 == latency && !cur.histograms.contains_key(key));
+    if vanished {
+        return Err("a histogram used in the previous sample vanished");
+    }
     Ok(out)
 }
 
@@ -272,15 +282,28 @@ fn histogram_delta(before: &Histogram, now: &Histogram) -> Result<HistogramDelta
     let mut buckets = Vec::with_capacity(now.buckets.len());
     for &(le, count) in &now.buckets {
         if let Some(&(_, earlier)) = before.buckets.iter().find(|(l, _)| *l == le) {
-            if count < earlier || count.is_nan() {
+            if count.is_nan() || earlier.is_nan() {
+                return Err("a histogram bucket reads NaN");
+            }
+            if count < earlier {
                 return Err("a histogram bucket decreased");
             }
             buckets.push((le, count - earlier));
         }
     }
+    if before
+        .buckets
+        .iter()
+        .any(|(le, _)| !now.buckets.iter().any(|(l, _)| l == le))
+    {
+        return Err("a histogram bucket used in the previous sample vanished");
+    }
     let diff = |a: Option<f64>, b: Option<f64>| -> Result<Option<f64>, &'static str> {
         match (a, b) {
-            (Some(a), Some(b)) if b < a || b.is_nan() => Err("a histogram count or sum decreased"),
+            (Some(a), Some(b)) if a.is_nan() || b.is_nan() => {
+                Err("a histogram count or sum reads NaN")
+            }
+            (Some(a), Some(b)) if b < a => Err("a histogram count or sum decreased"),
             (Some(a), Some(b)) => Ok(Some(b - a)),
             _ => Ok(None),
         }

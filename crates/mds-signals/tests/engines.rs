@@ -406,3 +406,63 @@ fn more_than_64_ready_pods_leave_coverage_incomplete() {
     assert!(!capped.coverage_complete);
     close(capped.running_requests, 14.0 * 70.0);
 }
+
+#[test]
+fn a_nan_counter_drops_the_window_and_never_yields_an_infinite_rate() {
+    let page = |v: &str| {
+        format!(
+            "vllm:num_requests_running 1\nvllm:prompt_tokens_total {v}\nvllm:generation_tokens_total 0\n"
+        )
+    };
+    let mut store = SampleStore::default();
+    let e = EngineKind::Vllm;
+    let at = |s: i64| t0() + jiff::SignedDuration::from_secs(s);
+    store.record(e, "p", None, read(e, &parse(&page("100"))), at(0));
+    let r = store.record(e, "p", None, read(e, &parse(&page("NaN"))), at(15));
+    assert!(r.window.is_none());
+    let r = store.record(e, "p", None, read(e, &parse(&page("400"))), at(30));
+    assert!(
+        r.window.is_none(),
+        "the NaN baseline gives no rate: {:?}",
+        r.window
+    );
+    let r = store.record(e, "p", None, read(e, &parse(&page("700"))), at(45));
+    assert_eq!(r.window.unwrap().prompt_tokens, Some(300.0));
+}
+
+#[test]
+fn a_vanished_histogram_drops_the_window() {
+    let (a, b) = pair("vllm-0.12.0");
+    let without_ttft: String = b
+        .lines()
+        .filter(|l| !l.contains("time_to_first_token"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut store = SampleStore::default();
+    let e = EngineKind::Vllm;
+    store.record(e, "p", None, read(e, &parse(&a)), t0());
+    let r = store.record(
+        e,
+        "p",
+        None,
+        read(e, &parse(&without_ttft)),
+        t0() + jiff::SignedDuration::from_secs(15),
+    );
+    assert_eq!(
+        r.reset,
+        Some("a histogram used in the previous sample vanished")
+    );
+}
+
+#[test]
+fn a_window_without_rates_does_not_count_as_coverage() {
+    let (a, b) = pair("vllm-0.12.0");
+    let gauges_only = "vllm:num_requests_running 3\nvllm:num_requests_waiting 0\n".to_string();
+    let o = observe(
+        EngineKind::Vllm,
+        RoleKind::Server,
+        &[("pod-1", a, b), ("pod-2", gauges_only.clone(), gauges_only)],
+    );
+    assert!(!o.coverage_complete, "pod-2 has no rate window");
+    close(o.prompt_tokens_per_second, 4000.0); // pod-1's 2000 scaled to 2 ready
+}
