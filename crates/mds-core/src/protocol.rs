@@ -150,7 +150,15 @@ pub fn retirement_state(last: &LastScaleDown, target: &Target) -> RetirementStat
         .as_ref()
         .and_then(|s| s.retirement.as_ref())
     {
-        Some(r) if r.role_name == last.role && r.is_aborted() && r.replica_ordinal < pre => {
+        // Ours only while our shrink is in effect and the ordinal is one we removed: an old
+        // record must never match a later abort (the role may have grown since).
+        Some(r)
+            if r.role_name == last.role
+                && r.is_aborted()
+                && now_count < pre
+                && r.replica_ordinal >= now_count
+                && r.replica_ordinal < pre =>
+        {
             RetirementState::Aborted
         }
         Some(_) => RetirementState::Running,

@@ -30,8 +30,10 @@ pub enum Step {
     },
     /// The donor is gone: add one receiver replica.
     Acquire { vector: ReplicaVector },
-    /// Waiting for the donor's retirement to finish.
+    /// Waiting for the donor's retirement to finish (or for a guard on scale-down).
     Waiting,
+    /// The receiver no longer needs to grow: the episode is over.
+    Over,
     /// No donation: the reason and a message for the condition.
     Refused {
         reason: &'static str,
@@ -46,6 +48,8 @@ pub struct TargetFacts<'a> {
     pub instance_types: &'a std::collections::BTreeMap<String, String>,
     /// A retirement is active anywhere on the target.
     pub retirement_active: bool,
+    /// An abort cooldown holds scale-down across the target.
+    pub cooldown_active: bool,
     /// Pods remain for the donor's removed ordinal.
     pub donor_pods_remain: bool,
 }
@@ -121,15 +125,24 @@ pub fn step(
         }
         return Step::Idle;
     }
-    if rebalance.reason.as_deref() != Some(RESOURCE_EXHAUSTED) {
+    // An exhausted episode, or one whose last attempt was refused: look again every pass
+    // (donors' recommendations and counts change).
+    if !matches!(
+        rebalance.reason.as_deref(),
+        Some(RESOURCE_EXHAUSTED | NOT_APPLICABLE | BLOCKED)
+    ) {
         return Step::Idle;
     }
     // Only while the receiver still needs to grow.
     let Some(wants) = plan.roles.iter().find(|r| r.name == receiver) else {
-        return Step::Idle;
+        return Step::Over;
     };
     if wants.raw <= wants.current {
-        return Step::Idle;
+        return Step::Over;
+    }
+    // Releasing a donor replica is a scale-down: its guards apply.
+    if facts.retirement_active || facts.cooldown_active {
+        return Step::Waiting;
     }
     if rebalance.donation_attempted {
         return Step::Refused {

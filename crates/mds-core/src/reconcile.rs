@@ -129,12 +129,15 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         }
     };
     let ours = binding.as_ref().is_some_and(|b| b.scaler_uid == scaler.uid);
+    // Writes test the annotation's exact text (D3), not a re-encoding of it.
+    let binding_text = protocol::annotation(md, BINDING_ANNOTATION)
+        .unwrap_or_default()
+        .to_string();
     let release = |pass: &mut Pass, why: &str| {
         if let Some(b) = binding.as_ref().filter(|_| ours) {
-            let payload = b.to_annotation();
             pass.write = Some(Write {
                 kind: WriteKind::Release,
-                ops: patch::release(&shape(target), &payload),
+                ops: patch::release(&shape(target), &binding_text),
                 vector: None,
                 decision_id: None,
                 term: b.term,
@@ -147,6 +150,10 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
                     spec.target_ref.name
                 ),
             );
+            // Decisions in flight belong to the binding: a later binding starts clean.
+            pass.status.pending_cohort = None;
+            pass.status.rebalance = None;
+            pass.status.last_scale_down = None;
         }
     };
     if scaler.deleting {
@@ -215,6 +222,8 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         if let Some(b) = pass.status.binding.as_mut() {
             b.term = None;
         }
+        // Planning resumes from status, as after a restart.
+        memory.planner = None;
         return;
     }
 
@@ -250,10 +259,7 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
     let mut guards = Guards::default();
     if committing && ours {
         let term = binding.as_ref().map(|b| b.term).unwrap_or(1);
-        let payload = binding
-            .as_ref()
-            .map(|b| b.to_annotation())
-            .unwrap_or_default();
+        let payload = binding_text.clone();
         scale_down_outcome(pass, target, &payload, term);
         if pass.write.is_none() {
             cohort(pass, target, &payload, term, &mut guards);
@@ -265,7 +271,15 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         guards.abort_cooldown_until = last.cooldown_until.as_ref().map(|t| t.0);
     }
     guards.retirement_active = md.status.as_ref().is_some_and(|s| s.retirement.is_some());
-    if pass.status.pending_cohort.is_some() || exhaustion_backoff(pass, target) {
+    // D18: any ordinal not admitted anywhere in the target (ours or not) blocks growth.
+    let unadmitted_anywhere = target
+        .admission
+        .values()
+        .any(|a| *a != mds_api::target::WorkloadAdmission::Admitted);
+    if pass.status.pending_cohort.is_some()
+        || unadmitted_anywhere
+        || exhaustion_backoff(pass, target)
+    {
         guards.unadmitted_ordinals = true;
     }
 
@@ -275,10 +289,7 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
     if committing && pass.write.is_none() {
         if ours {
             let term = binding.as_ref().map(|b| b.term).unwrap_or(1);
-            let payload = binding
-                .as_ref()
-                .map(|b| b.to_annotation())
-                .unwrap_or_default();
+            let payload = binding_text.clone();
             let transaction = policy
                 .as_ref()
                 .is_some_and(|policy| rebalance_step(pass, target, policy, &payload, term, memory));
@@ -423,10 +434,15 @@ fn rebalance_step(
             .any(|(r, o)| r == donor && *o >= kept),
         _ => false,
     };
+    let cooldown_active = pass.status.last_scale_down.as_ref().is_some_and(|l| {
+        l.outcome == ScaleDownOutcome::Aborted
+            && l.cooldown_until.as_ref().is_some_and(|t| input.now < t.0)
+    });
     let facts = rebalance::TargetFacts {
         current: &current,
         instance_types: &instance_types,
         retirement_active: md.status.as_ref().is_some_and(|s| s.retirement.is_some()),
+        cooldown_active,
         donor_pods_remain,
     };
     let spec = input.scaler.spec;
@@ -444,6 +460,10 @@ fn rebalance_step(
         &facts,
     ) {
         rebalance::Step::Idle => false,
+        rebalance::Step::Over => {
+            pass.status.rebalance = None;
+            false
+        }
         rebalance::Step::Waiting => true,
         rebalance::Step::Refused { reason, message } => {
             if rb.reason.as_deref() != Some(reason) {
@@ -571,18 +591,12 @@ fn scale_down_outcome(pass: &mut Pass, target: &Target, binding: &str, term: i64
     }
     let now = pass.now();
     let current = protocol::current_vector(target.deployment);
-    let restore: ReplicaVector = current
-        .keys()
-        .map(|role| {
-            (
-                role.clone(),
-                last.pre_scale_down_vector
-                    .get(role)
-                    .copied()
-                    .unwrap_or(current[role]),
-            )
-        })
-        .collect();
+    // Only the shrunk role goes back: roles that moved since (growth commits after the
+    // shrink) keep their counts.
+    let mut restore = current.clone();
+    if let Some(&pre) = last.pre_scale_down_vector.get(&last.role) {
+        restore.insert(last.role.clone(), pre);
+    }
     let cooldown = pass
         .input
         .scaler
@@ -614,8 +628,13 @@ fn scale_down_outcome(pass: &mut Pass, target: &Target, binding: &str, term: i64
         .as_ref()
         .and_then(|r| r.donor_role.as_deref())
         == Some(last.role.as_str())
+        && let Some(r) = pass.status.rebalance.as_mut()
     {
-        pass.status.rebalance = None;
+        // Cancel the transaction; the exhaustion episode (and its donation) goes on.
+        r.donor_role = None;
+        r.donor_target_replicas = None;
+        r.receiver_target_replicas = None;
+        r.reason = Some(RESOURCE_EXHAUSTED.to_string());
     }
     pass.event(
         true,
@@ -656,19 +675,16 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
         CohortState::Waiting { .. } => guards.unadmitted_ordinals = true,
         CohortState::Exhausted { unadmitted, parked } => {
             let current = protocol::current_vector(target.deployment);
-            let baseline: ReplicaVector = current
-                .keys()
-                .map(|role| {
-                    (
-                        role.clone(),
-                        cohort
-                            .baseline_vector
-                            .get(role)
-                            .copied()
-                            .unwrap_or(current[role]),
-                    )
-                })
-                .collect();
+            // The roles the cohort grew go back to its baseline; roles that moved otherwise
+            // since (a shrink while the cohort waited) keep their counts.
+            let mut baseline = current.clone();
+            for (role, (from, _)) in
+                protocol::changes(&cohort.baseline_vector, &cohort.target_vector)
+            {
+                if let Some(now) = baseline.get_mut(&role) {
+                    *now = (*now).min(from);
+                }
+            }
             let decision = protocol::decision_id(pass.input.scaler.name, term, pass.now());
             record_commit(
                 pass,

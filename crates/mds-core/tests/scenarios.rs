@@ -628,7 +628,14 @@ fn an_aborted_donor_retirement_restores_and_cancels_the_transaction() {
     let o = w.pass();
     assert_eq!(o.write.unwrap().kind, WriteKind::Restore);
     assert_eq!(w.replicas()["prefill"], 4);
-    assert!(w.status.rebalance.is_none(), "the transaction is cancelled");
+    let rb = w.status.rebalance.clone().unwrap();
+    assert_eq!(rb.donor_role, None, "the transaction is cancelled");
+    assert_eq!(
+        rb.reason.as_deref(),
+        Some("ResourceExhausted"),
+        "the episode goes on"
+    );
+    assert!(rb.donation_attempted, "and remembers its donation");
     assert_eq!(
         w.condition("Blocked"),
         ("True".into(), "ScaleDownAborted".into())
@@ -675,4 +682,181 @@ fn disabled_rebalancing_attempts_no_donation() {
         w.condition("Blocked"),
         ("True".into(), "RebalanceNotApplicable".into())
     );
+}
+
+// Regressions found in review.
+
+#[test]
+fn an_old_scale_down_record_never_matches_a_later_abort() {
+    let mut w = shrunk_world(); // 4 -> 3, record pre 4
+    w.now += 15;
+    w.pass();
+    // The role grows back past its old count; then an outside kill of ordinal 1 is Aborted.
+    admit(&mut w, "server", 0..16);
+    w.observe("server", wants(10, 3));
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    let grown = w.replicas()["server"];
+    assert!(grown > 4, "{grown}");
+    w.set_retirement(Some(
+        json!({"roleName": "server", "replicaOrdinal": 1, "state": "Aborted"}),
+    ));
+    w.observe("server", wants(grown, grown as u32));
+    w.now += 15;
+    let o = w.pass();
+    assert!(
+        o.write
+            .as_ref()
+            .is_none_or(|x| x.kind != WriteKind::Restore),
+        "{:?}",
+        o.write
+    );
+    assert_eq!(w.replicas()["server"], grown);
+}
+
+#[test]
+fn a_restore_writes_back_only_the_shrunk_role() {
+    let mut w = World::new(
+        spec("Active", &[("a", 1, 8), ("b", 1, 8)]),
+        Some(target(&[("a", "Server", 3), ("b", "Server", 3)])),
+    );
+    w.observe("a", wants(3, 3));
+    w.observe("b", wants(3, 3));
+    w.pass();
+    w.observe("b", wants(2, 3));
+    w.now += 15;
+    w.pass();
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["b"], 2);
+    // a grows while b's retirement runs; then b's retirement aborts.
+    w.observe("a", wants(4, 3));
+    w.observe("b", wants(2, 2));
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["a"], 4);
+    w.set_retirement(Some(
+        json!({"roleName": "b", "replicaOrdinal": 2, "state": "Aborted"}),
+    ));
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Restore);
+    assert_eq!(
+        w.replicas(),
+        [("a".to_string(), 4), ("b".to_string(), 3)].into(),
+        "a keeps its growth"
+    );
+    // a's cohort then times out: only a goes back, b keeps its restored count.
+    w.set_retirement(None);
+    w.now += 150;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Rollback);
+    assert_eq!(
+        w.replicas(),
+        [("a".to_string(), 3), ("b".to_string(), 3)].into()
+    );
+}
+
+#[test]
+fn releasing_the_binding_forgets_decisions_in_flight() {
+    let mut w = bound_world();
+    w.observe("server", wants(4, 2));
+    w.pass(); // 2 -> 4, cohort pending
+    w.edit(|s| s["mode"] = json!("Shadow"));
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Release);
+    assert!(w.status.pending_cohort.is_none());
+    // The user sets 3 while unbound, then goes back to Active an hour later.
+    w.target.as_mut().unwrap()["spec"]["roles"][0]["replicas"] = json!(3);
+    w.observe("server", wants(3, 3));
+    w.edit(|s| s["mode"] = json!("Active"));
+    w.now += 3600;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Bind);
+    w.now += 15;
+    let o = w.pass();
+    assert!(
+        o.write.is_none(),
+        "no rollback of the old cohort: {:?}",
+        o.write
+    );
+    assert_eq!(w.replicas()["server"], 3);
+}
+
+#[test]
+fn any_unadmitted_ordinal_in_the_target_blocks_growth() {
+    let mut w = bound_world();
+    w.admission
+        .insert(("server".into(), 1), WorkloadAdmission::Unadmitted);
+    w.observe("server", wants(6, 2));
+    let o = w.pass();
+    assert!(o.write.is_none(), "D18 without a cohort of ours");
+    assert_eq!(w.status.roles[0].reason.as_deref(), Some("PacingBounded"));
+}
+
+#[test]
+fn a_donation_waits_for_scale_down_guards() {
+    let mut w = rebalance_world(
+        json!({"policy": "Priority", "priority": ["decode", "prefill"]}),
+        4,
+        2,
+    );
+    w.observe("decode", wants(3, 2));
+    w.set_retirement(Some(
+        json!({"roleName": "decode", "replicaOrdinal": 5, "state": "Draining"}),
+    ));
+    assert!(
+        w.pass().write.is_none(),
+        "a retirement is active: no donor release"
+    );
+    assert_eq!(w.replicas()["prefill"], 4);
+    w.set_retirement(None);
+    w.now += 15;
+    assert_eq!(
+        w.pass().write.unwrap().kind,
+        WriteKind::Commit,
+        "then the donor releases"
+    );
+    assert_eq!(w.replicas()["prefill"], 3);
+}
+
+#[test]
+fn a_refused_donation_is_retried_when_a_donor_appears() {
+    let mut w = rebalance_world(json!({"policy": "Opposing"}), 4, 2);
+    w.observe("prefill", wants(4, 4)); // holds: no opposing donor yet
+    w.observe("decode", wants(3, 2));
+    assert!(w.pass().write.is_none());
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "RebalanceNotApplicable".into())
+    );
+    w.observe("prefill", wants(2, 4)); // now it wants to shrink
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["prefill"], 3);
+}
+
+#[test]
+fn the_episode_ends_when_the_receiver_no_longer_needs_to_grow() {
+    let mut w = rebalance_world(json!({"policy": "Disabled"}), 4, 2);
+    w.observe("decode", wants(2, 2));
+    w.pass();
+    assert!(w.status.rebalance.is_none());
+    assert_eq!(w.condition("Blocked"), ("False".into(), "Ready".into()));
+    assert_eq!(
+        w.condition("MetricsReady"),
+        ("True".into(), "Observed".into())
+    );
+}
+
+#[test]
+fn writes_test_the_binding_text_exactly_as_stored() {
+    let mut w = server_world("Active", 2);
+    // Our own binding, written with another key order.
+    w.set_annotation(
+        BINDING_ANNOTATION,
+        &format!(r#"{{"term":1,"scalerUID":"{SCALER_UID}","scalerName":"llm"}}"#),
+    );
+    w.observe("server", wants(4, 2));
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Commit);
+    assert!(w.rejected.is_empty(), "the test op matched the stored text");
+    assert_eq!(w.replicas()["server"], 4);
 }
