@@ -51,18 +51,18 @@ pub fn proportional(
     current: i32,
     observation: Option<&RoleObservation>,
 ) -> Recommendation {
-    let Some(o) = observation
-        .filter(|o| !matches!(o.signal_state, SignalState::Missing | SignalState::Stale))
-    else {
-        return Recommendation::hold(current, Reason::WaitingForMetrics, "no usable observation");
-    };
-    if o.ready_replicas == 0 {
+    if observation.is_some_and(|o| o.ready_replicas == 0) {
         return Recommendation::hold(
             current,
             Reason::NoReadyReplicas,
             "no ready replica to measure load on",
         );
     }
+    let Some(o) = observation
+        .filter(|o| !matches!(o.signal_state, SignalState::Missing | SignalState::Stale))
+    else {
+        return Recommendation::hold(current, Reason::WaitingForMetrics, "no usable observation");
+    };
     let add = |a: Option<f64>, b: Option<f64>| Some(a? + b?);
     let total = match metric {
         ProportionalMetric::QueueDepth => add(o.running_requests, o.waiting_requests),
@@ -126,16 +126,23 @@ pub fn record_demand(
     Some(d)
 }
 
-/// The relative latency breach of a role (D13), or `None` when latency is missing.
-fn latency_breach(kind: &RoleKind, o: &RoleObservation, token: &TokenPolicy) -> Option<f64> {
+/// The relative latency breach of a role (D13): the larger of the readings its kind checks
+/// that are present, and whether a reading it checks is missing.
+fn latency_breach(
+    kind: &RoleKind,
+    o: &RoleObservation,
+    token: &TokenPolicy,
+) -> (Option<f64>, bool) {
     let ttft = o.ttft_milliseconds.map(|v| v / token.ttft_target_ms);
     let itl = o.itl_milliseconds.map(|v| v / token.itl_target_ms);
-    match kind {
-        RoleKind::Prefill => ttft,
-        RoleKind::Decode => itl,
-        RoleKind::Server => Some(ttft?.max(itl?)),
-        _ => None,
-    }
+    let checked: &[Option<f64>] = match kind {
+        RoleKind::Prefill => &[ttft],
+        RoleKind::Decode => &[itl],
+        RoleKind::Server => &[ttft, itl],
+        _ => &[],
+    };
+    let breach = checked.iter().flatten().copied().reduce(f64::max);
+    (breach, checked.iter().any(Option::is_none))
 }
 
 /// TokenThroughput: windows, panic and the latency guard. The demand sample of this pass must
@@ -161,72 +168,76 @@ pub fn token_throughput(
     if o.ready_replicas == 0 {
         return Recommendation::hold(current, Reason::NoReadyReplicas, "no ready replica");
     }
-    let (Some(stable), panic) = (
-        state.window_mean(now, token.stable_window_seconds),
-        state.window_mean(now, token.panic_window_seconds),
-    ) else {
-        return Recommendation::hold(
+    // A window always spans at least one sampling interval, so it holds the newest sample even
+    // when the interval is longer than the window.
+    let window = |seconds: i64| state.window_mean(now, seconds.max(token.interval_seconds));
+    let mut rec = match window(token.stable_window_seconds) {
+        None => Recommendation::hold(
             current,
             Reason::WaitingForMetrics,
-            "the stable window has fewer than two demand samples",
-        );
-    };
-    let stable_rec = ceil_replicas(stable, capacity);
-    let mut note = format!("stable {stable:.1} tok/s over {capacity} per replica = {stable_rec}");
-    let mut rec = Recommendation {
-        raw: stable_rec,
-        reason: Reason::TokenThroughput,
-        holds_scale_down: false,
-        note: String::new(),
-    };
-    if let Some(panic) = panic {
-        let panic_rec = ceil_replicas(panic, capacity);
-        let ready_capacity = token.panic_threshold * o.ready_replicas as f64 * capacity;
-        note.push_str(&format!("; panic window {panic:.1} tok/s = {panic_rec}"));
-        if panic >= ready_capacity {
-            // Panic: the larger recommendation, never below the current count.
-            rec.raw = stable_rec.max(panic_rec).max(current);
-            rec.reason = Reason::Panic;
-            rec.holds_scale_down = true;
-            note.push_str(&format!(
-                " reaches {} x {} ready x {capacity}: panic",
-                token.panic_threshold, o.ready_replicas
-            ));
+            "no demand sample in the stable window yet",
+        ),
+        Some(stable) => {
+            let stable_rec = ceil_replicas(stable, capacity);
+            let mut rec = Recommendation {
+                raw: stable_rec,
+                reason: Reason::TokenThroughput,
+                holds_scale_down: false,
+                note: format!(
+                    "stable {stable:.1} tok/s over {capacity} per replica = {stable_rec}"
+                ),
+            };
+            if let Some(panic) = window(token.panic_window_seconds) {
+                let panic_rec = ceil_replicas(panic, capacity);
+                let ready_capacity = token.panic_threshold * o.ready_replicas as f64 * capacity;
+                rec.note
+                    .push_str(&format!("; panic window {panic:.1} tok/s = {panic_rec}"));
+                if panic >= ready_capacity {
+                    // Panic: the larger recommendation, never below the current count.
+                    rec.raw = stable_rec.max(panic_rec).max(current);
+                    rec.reason = Reason::Panic;
+                    rec.holds_scale_down = true;
+                    rec.note.push_str(&format!(
+                        " reaches {} x {} ready x {capacity}: panic",
+                        token.panic_threshold, o.ready_replicas
+                    ));
+                }
+            }
+            rec
         }
-    }
+    };
+    // The latency guard acts even without a throughput window.
     let idle = o.signal_state == SignalState::Idle;
-    match latency_breach(kind, o, token) {
-        Some(breach) if breach > 1.2 => {
+    let (breach, missing) = latency_breach(kind, o, token);
+    if let Some(breach) = breach {
+        if breach > 1.2 {
             if current + 1 > rec.raw {
                 rec.raw = current + 1;
                 rec.reason = Reason::LatencyGuardScaleUp;
             }
             rec.holds_scale_down = true;
-            note.push_str(&format!("; latency at {breach:.2}x target"));
-        }
-        Some(breach) if breach > 1.0 => {
+            rec.note
+                .push_str(&format!("; latency at {breach:.2}x target"));
+        } else if breach > 1.0 {
             if rec.raw < current {
                 rec.raw = current;
                 rec.reason = Reason::LatencyGuardHold;
             }
             rec.holds_scale_down = true;
-            note.push_str(&format!(
+            rec.note.push_str(&format!(
                 "; latency at {breach:.2}x target holds scale-down"
             ));
         }
-        Some(_) => {}
-        // An idle role has no latency to report; anything else missing holds scale-down.
-        None if idle => {}
-        None => {
-            if rec.raw < current {
-                rec.raw = current;
-                rec.reason = Reason::LatencyGuardHold;
-            }
-            rec.holds_scale_down = true;
-            note.push_str("; latency missing holds scale-down");
-        }
     }
-    rec.note = note;
+    // An idle role has no latency to report; otherwise a missing reading holds scale-down.
+    if missing && !idle {
+        if rec.raw < current {
+            rec.raw = current;
+            rec.reason = Reason::LatencyGuardHold;
+        }
+        rec.holds_scale_down = true;
+        rec.note.push_str("; latency missing holds scale-down");
+    }
     rec
 }
 
@@ -256,7 +267,12 @@ pub fn predictive(
     }
     let count = state.kalman.as_ref().map_or(0, |k| k.sample_count);
     if count < policy.min_points {
-        if matches!(fallback.reason, Reason::TokenThroughput) {
+        // Until minPoints the role reports warm-up with the fallback's result, unless there
+        // is no result at all.
+        if !matches!(
+            fallback.reason,
+            Reason::NoReadyReplicas | Reason::WaitingForMetrics
+        ) {
             fallback.reason = Reason::PredictorWarmingUp;
         }
         fallback.note = format!(

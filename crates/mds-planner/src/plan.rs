@@ -361,7 +361,10 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
     } else {
         let step = policy.growth_step(current);
         let mut caps: Vec<(i32, Limit)> = vec![
-            (current + step, Limit::Step { max_change: step }),
+            (
+                current.saturating_add(step),
+                Limit::Step { max_change: step },
+            ),
             (
                 role.max,
                 Limit::Bound {
@@ -395,10 +398,9 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
             .min()
             .unwrap_or(current)
             .max(current);
-        if rec.raw > m.up {
-            m.up_limits
-                .extend(caps.into_iter().filter(|(c, _)| *c <= m.up).map(|(_, l)| l));
-        }
+        // The limits that set the edge; reported only when a result stops there.
+        m.up_limits
+            .extend(caps.into_iter().filter(|(c, _)| *c <= m.up).map(|(_, l)| l));
     }
 
     // Shrinkage and its guards (spec, Pacing and guards).
@@ -470,14 +472,12 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
         .max()
         .unwrap_or(current)
         .min(current);
-    if rec.raw < m.down {
-        m.down_limits.extend(
-            floors
-                .into_iter()
-                .filter(|(f, _)| *f >= m.down)
-                .map(|(_, l)| l),
-        );
-    }
+    m.down_limits.extend(
+        floors
+            .into_iter()
+            .filter(|(f, _)| *f >= m.down)
+            .map(|(_, l)| l),
+    );
     m
 }
 
@@ -620,36 +620,66 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
                 }
             })
             .collect();
-        for &i in roles {
-            let limits = if up {
-                &moves[i].up_limits
-            } else {
-                &moves[i].down_limits
-            };
-            if (up && raws[i] > current[i]) || (!up && raws[i] < current[i]) {
-                results[i].limits.extend(limits.iter().cloned());
-            }
-        }
         match solve_component(policy, roles, ratios, &boxes, &raws) {
             Some(solution) => {
-                for (slot, &i) in roles.iter().enumerate() {
-                    vector[i] = solution[slot];
-                    let boxed = raws[i].clamp(boxes[i].0, boxes[i].1);
-                    if solution[slot] != boxed && !ratios.is_empty() {
-                        results[i].limits.push(Limit::Ratio {
-                            ratios: ratios.clone(),
-                        });
-                        // A role pulled along by a ratio is limited by its own moves too.
-                        if solution[slot] == boxes[i].1 && up || solution[slot] == boxes[i].0 && !up
-                        {
-                            let own = if up {
-                                &moves[i].up_limits
+                let settled = roles
+                    .iter()
+                    .enumerate()
+                    .all(|(slot, &i)| solution[slot] == raws[i]);
+                // What the component would do with bounds alone: where it differs, pacing or a
+                // guard held the result (the roles at their edges say which limits).
+                let unpaced = if settled || ratios.is_empty() {
+                    None
+                } else {
+                    let bounds: Vec<(i32, i32)> = (0..policy.roles.len())
+                        .map(|i| {
+                            let r = &policy.roles[i];
+                            if up {
+                                (current[i], r.max.max(current[i]))
                             } else {
-                                &moves[i].down_limits
-                            };
-                            for l in own {
-                                if !results[i].limits.contains(l) {
-                                    results[i].limits.push(l.clone());
+                                (r.min.min(current[i]), current[i])
+                            }
+                        })
+                        .collect();
+                    solve_component(policy, roles, ratios, &bounds, &raws)
+                };
+                let edge_limits = |i: usize| {
+                    if up {
+                        &moves[i].up_limits
+                    } else {
+                        &moves[i].down_limits
+                    }
+                };
+                let edge = |i: usize| if up { boxes[i].1 } else { boxes[i].0 };
+                for (slot, &i) in roles.iter().enumerate() {
+                    let value = solution[slot];
+                    vector[i] = value;
+                    if value == raws[i] {
+                        continue;
+                    }
+                    // Stopped at the edge of its own moves: the limits that set the edge bind.
+                    if value == edge(i) {
+                        results[i].limits.extend(edge_limits(i).iter().cloned());
+                    }
+                    if ratios.is_empty() || value == raws[i].clamp(boxes[i].0, boxes[i].1) {
+                        continue;
+                    }
+                    // Moved off its own boxed recommendation by the bands...
+                    results[i].limits.push(Limit::Ratio {
+                        ratios: ratios.clone(),
+                    });
+                    // ...and held there by a partner's pacing when bounds alone would go on.
+                    if let Some(free) = &unpaced
+                        && free[slot] != value
+                    {
+                        for (other_slot, &j) in roles.iter().enumerate() {
+                            let outside =
+                                free[other_slot] > boxes[j].1 || free[other_slot] < boxes[j].0;
+                            if j != i && outside {
+                                for l in edge_limits(j) {
+                                    if !results[i].limits.contains(l) {
+                                        results[i].limits.push(l.clone());
+                                    }
                                 }
                             }
                         }

@@ -60,6 +60,8 @@ pub struct TokenPolicy {
     pub panic_threshold: f64,
     pub ttft_target_ms: f64,
     pub itl_target_ms: f64,
+    /// The sampling interval: a window always spans at least one.
+    pub interval_seconds: i64,
 }
 
 /// Predictive parameters.
@@ -99,7 +101,9 @@ impl Step {
     pub fn replicas(self, current: i32) -> i32 {
         match self {
             Step::Pods(n) => n.max(0),
-            Step::Percent(p) => ((current as i64 * p.max(0) as i64 + 99) / 100) as i32,
+            Step::Percent(p) => {
+                ((current as i64 * p.max(0) as i64 + 99) / 100).min(i32::MAX as i64) as i32
+            }
         }
     }
 }
@@ -167,7 +171,11 @@ fn noise(path: &str, q: Option<&Quantity>, default: &str) -> Result<f64, PolicyE
     }
 }
 
-fn token_policy(base: &str, p: &TokenThroughputParams) -> Result<TokenPolicy, PolicyError> {
+fn token_policy(
+    base: &str,
+    p: &TokenThroughputParams,
+    interval_seconds: i64,
+) -> Result<TokenPolicy, PolicyError> {
     let f =
         |field: &str, q: Option<&Quantity>, d: Option<&str>| -> Result<Option<f64>, PolicyError> {
             Ok(quantity(&format!("{base}.{field}"), q, d)?.map(Decimal::to_f64))
@@ -214,6 +222,7 @@ fn token_policy(base: &str, p: &TokenThroughputParams) -> Result<TokenPolicy, Po
             Some(values::ITL_TARGET_MILLISECONDS),
         )?
         .unwrap_or(50.0),
+        interval_seconds,
     })
 }
 
@@ -254,6 +263,11 @@ impl Policy {
                 target: quantity(&format!("{base}.target"), r.target.as_ref(), None)?,
             });
         }
+        let interval_seconds = spec
+            .sampling
+            .as_ref()
+            .and_then(|s| s.interval_seconds)
+            .unwrap_or(values::INTERVAL_SECONDS) as i64;
         let algorithm_spec = spec.algorithm.clone().unwrap_or_default();
         let missing = |path: &str| PolicyError {
             path: path.to_string(),
@@ -297,7 +311,11 @@ impl Policy {
                     .token_throughput
                     .as_ref()
                     .ok_or_else(|| missing("spec.algorithm.tokenThroughput"))?;
-                AlgorithmPolicy::TokenThroughput(token_policy("spec.algorithm.tokenThroughput", p)?)
+                AlgorithmPolicy::TokenThroughput(token_policy(
+                    "spec.algorithm.tokenThroughput",
+                    p,
+                    interval_seconds,
+                )?)
             }
             AlgorithmType::Predictive => {
                 let base = "spec.algorithm.predictive";
@@ -313,7 +331,11 @@ impl Policy {
                     Ok(quantity(&format!("{base}.{field}"), q, None)?.map(Decimal::to_f64))
                 };
                 AlgorithmPolicy::Predictive(PredictivePolicy {
-                    fallback: token_policy(&format!("{base}.tokenThroughput"), fallback)?,
+                    fallback: token_policy(
+                        &format!("{base}.tokenThroughput"),
+                        fallback,
+                        interval_seconds,
+                    )?,
                     horizon_seconds: p.horizon_seconds.unwrap_or(values::HORIZON_SECONDS) as f64,
                     capacities: Capacities {
                         prefill: cap(

@@ -105,9 +105,9 @@ impl RoleState {
         push_bounded(&mut self.recommendations, at, replicas);
     }
 
-    /// Mean demand over `(now - window, now]` when at least two samples fall in it (a window
-    /// needs successive valid samples). Walks back from the newest sample only as far as the
-    /// window reaches.
+    /// Mean demand over `(now - window, now]`, `None` when no sample falls in it. (Each sample
+    /// is already a rate from two successive scrapes, so one sample establishes a window.)
+    /// Walks back from the newest sample only as far as the window reaches.
     pub fn window_mean(&self, now: Timestamp, window_seconds: i64) -> Option<f64> {
         let since = now - jiff::SignedDuration::from_secs(window_seconds);
         let (mut sum, mut count) = (0.0, 0u32);
@@ -120,7 +120,7 @@ impl RoleState {
                 count += 1;
             }
         }
-        (count >= 2).then(|| sum / count as f64)
+        (count >= 1).then(|| sum / count as f64)
     }
 
     /// The lowest and highest recommendation within `[now - window, now]` (`None` when there
@@ -194,10 +194,11 @@ mod tests {
     }
 
     #[test]
-    fn windows_need_two_samples_and_histories_stay_bounded() {
+    fn windows_average_their_samples_and_histories_stay_bounded() {
         let mut s = RoleState::default();
-        s.record_demand(at(0), 100.0);
         assert_eq!(s.window_mean(at(0), 60), None);
+        s.record_demand(at(0), 100.0);
+        assert_eq!(s.window_mean(at(0), 60), Some(100.0));
         s.record_demand(at(15), 300.0);
         assert_eq!(s.window_mean(at(15), 60), Some(200.0));
         assert_eq!(s.window_mean(at(80), 60), None, "both samples fell out");

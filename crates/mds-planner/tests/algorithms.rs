@@ -113,17 +113,41 @@ fn prefill_world(current: i32) -> World {
 }
 
 #[test]
-fn token_throughput_needs_two_samples_in_its_window() {
+fn token_throughput_waits_for_a_demand_sample() {
     let mut w = prefill_world(2);
-    let p = w.pass(&[Some(prompt(obs(2), 5000.0))]);
+    let mut no_rate = obs(2);
+    no_rate.prompt_tokens_per_second = None;
+    let p = w.pass(&[Some(no_rate)]);
     assert_eq!(
         (p.roles[0].raw, p.roles[0].algorithm_reason),
         (2, Reason::WaitingForMetrics)
     );
+    // One rate sample (itself from two scrapes) establishes the windows.
     w.now += 15;
     let p = w.pass(&[Some(prompt(obs(2), 3000.0))]);
-    // Stable mean 4000 over 1000 per replica; panic (mean 4000) reaches 2 x 2 ready x 1000.
-    assert_eq!(p.roles[0].raw, 4);
+    assert_eq!(p.roles[0].raw, 3);
+}
+
+#[test]
+fn windows_shorter_than_the_interval_still_see_the_newest_sample() {
+    // intervalSeconds 120 with a 60 s panic window: panic must still trigger.
+    let spec = token_spec(
+        json!([{"name": "prefill", "minReplicas": 1, "maxReplicas": 64}]),
+        json!([]),
+        json!({"prefillTargetTokensPerSecond": "1000", "stableWindowSeconds": 60, "panicWindowSeconds": 30}),
+    );
+    let mut spec = spec;
+    spec["sampling"] = json!({"intervalSeconds": 120});
+    let mut w = World::new(policy(spec, &[("prefill", RoleKind::Prefill)]), &[8]);
+    for _ in 0..5 {
+        w.pass(&[Some(prompt(obs(8), 100.0))]);
+        w.now += 120;
+    }
+    let p = w.pass(&[Some(prompt(obs(8), 30_000.0))]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (30, Reason::Panic)
+    );
 }
 
 #[test]
@@ -258,6 +282,56 @@ fn a_server_role_uses_the_larger_relative_breach() {
 }
 
 #[test]
+fn a_known_breach_counts_even_when_the_other_latency_is_missing() {
+    let spec = token_spec(
+        json!([{"name": "server", "maxReplicas": 64}]),
+        json!([]),
+        json!({"serverTargetTokensPerSecond": "1000", "ttftTargetMilliseconds": "500"}),
+    );
+    let mut w = World::new(policy(spec, &[]), &[4]);
+    // TTFT at 3x target, ITL missing: the guard still asks for one more replica.
+    let o = latency(generation(prompt(obs(4), 3000.0), 0.0), Some(1500.0), None);
+    let p = w.pass(&[Some(o)]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (5, Reason::LatencyGuardScaleUp)
+    );
+}
+
+#[test]
+fn the_latency_guard_acts_before_a_throughput_window_exists() {
+    let mut w = decode_world(4, json!({}));
+    let mut o = latency(obs(4), None, Some(150.0));
+    o.generation_tokens_per_second = None;
+    let p = w.pass(&[Some(o)]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (5, Reason::LatencyGuardScaleUp)
+    );
+}
+
+#[test]
+fn proportional_reports_no_ready_replicas_even_when_signals_are_missing() {
+    let mut w = proportional_world("QueueDepth", 3);
+    let mut o = obs(0);
+    o.signal_state = SignalState::Missing;
+    let p = w.pass(&[Some(o)]);
+    assert_eq!(p.roles[0].algorithm_reason, Reason::NoReadyReplicas);
+}
+
+#[test]
+fn predictive_warm_up_is_reported_even_during_panic() {
+    let mut w = predictive_world(4, 64);
+    let p = w.pass(&[Some(prompt(obs(4), 20_000.0))]);
+    assert_eq!(p.roles[0].algorithm_reason, Reason::PredictorWarmingUp);
+    assert!(
+        p.roles[0].raw >= 5,
+        "the fallback's panic result is used: {}",
+        p.roles[0].note
+    );
+}
+
+#[test]
 fn encode_roles_follow_their_ratio() {
     let spec = token_spec(
         json!([{"name": "encode", "maxReplicas": 16}, {"name": "prefill", "maxReplicas": 16}]),
@@ -301,9 +375,8 @@ fn predictive_warms_up_on_the_fallback() {
         w.now = 15 * i;
         reasons.push(w.pass(&[Some(prompt(obs(4), 3500.0))]).roles[0].algorithm_reason);
     }
-    assert_eq!(reasons[0], Reason::WaitingForMetrics, "no window yet");
     assert!(
-        reasons[1..5]
+        reasons[0..5]
             .iter()
             .all(|r| *r == Reason::PredictorWarmingUp),
         "{reasons:?}"

@@ -121,6 +121,22 @@ fn ratio_targets_break_ties() {
 
 #[test]
 fn a_band_and_a_step_limit_together_hold_a_component() {
+    // When the band alone explains the result, the algorithm's reason stays: prefill wants 4
+    // and decode 4 under a fixed ratio of 2; (4, 2) is nearest with or without pacing.
+    let mut w = world(
+        json!([{"name": "prefill", "maxReplicas": 32}, {"name": "decode", "maxReplicas": 8}]),
+        json!([{"numeratorRole": "prefill", "denominatorRole": "decode", "min": "2", "max": "2"}]),
+        json!({"scaleUp": {"stepPolicy": {"type": "Pods", "value": 1}}}),
+        &[4, 2],
+    );
+    let p = w.pass(&[wants(4, 4), wants(4, 2)]);
+    assert_eq!(p.vector(), vec![4, 2]);
+    assert_eq!(
+        p.roles[1].reason,
+        Reason::Proportional,
+        "{:?}",
+        p.roles[1].limits
+    );
     // A fixed ratio of 1 and a decode role that cannot grow past 2.
     let mut w = world(
         json!([{"name": "prefill", "maxReplicas": 32}, {"name": "decode", "maxReplicas": 2}]),
@@ -131,17 +147,23 @@ fn a_band_and_a_step_limit_together_hold_a_component() {
     let p = w.pass(&[wants(6, 2), wants(6, 2)]);
     // Prefill may reach 2 (= decode's maximum): the nearest feasible vector is (2, 2).
     assert_eq!(p.vector(), vec![2, 2]);
-    // A fixed band of 2 and steps of one replica: decode's next count (3) needs prefill at 6,
-    // two steps away, so the component holds where it is.
+    // A fixed band of 2 and steps of one replica: decode wants 8 and prefill 8 (ratio 1).
+    // Without pacing the nearest feasible vector would be (12, 6)... with one-replica steps
+    // decode's next count (3) needs prefill at 6, two steps away: the step holds both.
     let mut w = world(
         json!([{"name": "prefill", "maxReplicas": 32}, {"name": "decode", "maxReplicas": 8}]),
         json!([{"numeratorRole": "prefill", "denominatorRole": "decode", "min": "2", "max": "2"}]),
         json!({"scaleUp": {"stepPolicy": {"type": "Pods", "value": 1}}}),
         &[4, 2],
     );
-    let p = w.pass(&[wants(4, 4), wants(4, 2)]);
+    let p = w.pass(&[wants(12, 4), wants(6, 2)]);
     assert_eq!(p.vector(), vec![4, 2]);
-    assert_eq!(p.roles[1].reason, Reason::PacingBounded);
+    assert_eq!(
+        p.roles[1].reason,
+        Reason::PacingBounded,
+        "{:?}",
+        p.roles[1].limits
+    );
     assert!(
         p.roles[1]
             .limits
@@ -402,4 +424,49 @@ fn a_component_without_growth_may_only_shrink() {
     );
     let p = w.run(15, 15, &[wants(1, 4), wants(4, 4)]);
     assert_eq!(p.vector(), vec![3, 4]);
+}
+
+#[test]
+fn huge_step_limits_do_not_overflow() {
+    let mut w = one_role(
+        1,
+        100,
+        json!({"scaleUp": {"maxStepReplicas": 2147483647}}),
+        4,
+    );
+    assert_eq!(w.pass(&[wants(10, 4)]).roles[0].constrained, 10);
+    let mut w = one_role(
+        1,
+        100,
+        json!({"scaleUp": {"stepPolicy": {"type": "Percent", "value": 2147483647}}}),
+        4,
+    );
+    assert_eq!(w.pass(&[wants(10, 4)]).roles[0].constrained, 10);
+}
+
+#[test]
+fn a_ratio_that_binds_before_the_step_keeps_the_algorithm_reason() {
+    let mut w = world(
+        json!([{"name": "a", "maxReplicas": 16}, {"name": "b", "maxReplicas": 4}]),
+        json!([{"numeratorRole": "a", "denominatorRole": "b", "max": "1.5"}]),
+        json!({}),
+        &[4, 4],
+    );
+    // a wants 10; its step allows 8, but b can reach at most 4, so a/b <= 1.5 caps a at 6.
+    let p = w.pass(&[wants(10, 4), wants(4, 4)]);
+    assert_eq!(p.vector(), vec![6, 4]);
+    assert_eq!(
+        p.roles[0].reason,
+        Reason::Proportional,
+        "{:?}",
+        p.roles[0].limits
+    );
+    assert!(
+        p.roles[0]
+            .limits
+            .iter()
+            .all(|l| matches!(l, Limit::Ratio { .. })),
+        "{:?}",
+        p.roles[0].limits
+    );
 }
