@@ -346,6 +346,22 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
     }
 }
 
+/// The target's generation moved past what our last write expects: someone else changed it
+/// (D22).
+fn external_change(pass: &Pass, target: &Target) -> bool {
+    target
+        .deployment
+        .metadata
+        .generation
+        .zip(
+            pass.status
+                .last_commit
+                .as_ref()
+                .and_then(|c| c.target_generation),
+        )
+        .is_some_and(|(now, ours)| now > ours)
+}
+
 /// After a rollback, growth waits: for `pendingTimeoutSeconds`, or until a scaler spec edit
 /// or an external change of the target starts a new episode (spec, *Resource rebalancing*).
 fn exhaustion_backoff(pass: &Pass, target: &Target) -> bool {
@@ -361,17 +377,7 @@ fn exhaustion_backoff(pass: &Pass, target: &Target) -> bool {
         .status
         .observed_generation
         .is_some_and(|g| input.scaler.generation > g);
-    let ours = pass
-        .status
-        .last_commit
-        .as_ref()
-        .and_then(|c| c.target_generation);
-    let external = target
-        .deployment
-        .metadata
-        .generation
-        .zip(ours)
-        .is_some_and(|(now, ours)| now > ours);
+    let external = external_change(pass, target);
     let timeout = input
         .scaler
         .spec
@@ -406,16 +412,7 @@ fn rebalance_step(
     let spec_edited = rb
         .exhaustion_episode_generation
         .is_some_and(|g| input.scaler.generation > g);
-    let external = md
-        .metadata
-        .generation
-        .zip(
-            pass.status
-                .last_commit
-                .as_ref()
-                .and_then(|c| c.target_generation),
-        )
-        .is_some_and(|(now, ours)| now > ours);
+    let external = external_change(pass, target);
     if (spec_edited || external) && rb.reason.as_deref() != Some(rebalance::DONOR_RELEASE) {
         pass.status.rebalance = None;
         return false;
@@ -674,6 +671,8 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
         }
         CohortState::Waiting { .. } => guards.unadmitted_ordinals = true,
         CohortState::Exhausted { unadmitted, parked } => {
+            // Seen before this rollback's own commit record replaces lastCommit (D22).
+            let external = external_change(pass, target);
             let current = protocol::current_vector(target.deployment);
             // The roles the cohort grew go back to its baseline; roles that moved otherwise
             // since (a shrink while the cohort waited) keep their counts.
@@ -699,9 +698,10 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
             let receiver = unadmitted.first().map(|(role, _)| role.clone());
             // Within one episode a donation is attempted once; our own commits do not end it.
             let generation = pass.input.scaler.generation;
-            let attempted = pass.status.rebalance.as_ref().is_some_and(|r| {
-                r.exhaustion_episode_generation == Some(generation) && r.donation_attempted
-            });
+            let attempted = !external
+                && pass.status.rebalance.as_ref().is_some_and(|r| {
+                    r.exhaustion_episode_generation == Some(generation) && r.donation_attempted
+                });
             pass.status.rebalance = Some(RebalanceStatus {
                 receiver_role: receiver,
                 started_at: Some(Time(pass.now())),
