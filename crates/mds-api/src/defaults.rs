@@ -67,9 +67,9 @@ pub fn default_spec(spec: &mut ModelDeploymentScalerSpec) {
         role.min_replicas.get_or_insert(values::MIN_REPLICAS);
     }
 
-    let algorithm_type = effective_algorithm_type(spec.algorithm.as_ref());
+    // The algorithm type is inferred at use, never stored: a stored type would outlive a
+    // later manifest that switches blocks (client-side apply keeps server-written fields).
     let algorithm = spec.algorithm.get_or_insert_with(Algorithm::default);
-    algorithm.algorithm_type = Some(algorithm_type);
     if let Some(proportional) = &mut algorithm.proportional {
         default_proportional(proportional);
     }

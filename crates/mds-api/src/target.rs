@@ -158,6 +158,8 @@ impl RoleKind {
             "Prefill" => RoleKind::Prefill,
             "Decode" => RoleKind::Decode,
             "Encode" => RoleKind::Encode,
+            // An empty kind is an absent one (D2).
+            "" => RoleKind::Server,
             other => RoleKind::Unknown(other.to_string()),
         }
     }

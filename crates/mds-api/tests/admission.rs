@@ -965,3 +965,46 @@ fn a_window_the_history_cannot_span_is_a_warning() {
         "256 x 15 s = 3840 s covers 1800 s"
     );
 }
+
+#[test]
+fn list_sizes_match_the_crd_caps() {
+    let mut value = proportional();
+    let roles: Vec<Value> = (0..33)
+        .map(|i| json!({"name": format!("r{i}"), "maxReplicas": 2}))
+        .collect();
+    let targets: Vec<Value> = (0..33)
+        .map(|i| json!({"name": format!("r{i}"), "target": "8"}))
+        .collect();
+    set(&mut value, "/roles", json!(roles));
+    set(
+        &mut value,
+        "/algorithm/proportional/roleTargets",
+        json!(targets),
+    );
+    assert_eq!(
+        error_paths(&check(&value, None)),
+        vec!["spec.algorithm.proportional.roleTargets", "spec.roles"]
+    );
+}
+
+#[test]
+fn an_empty_kind_is_server_and_size_one_service_names_are_dns_labels() {
+    let mut t = target();
+    set(&mut t, "/spec/roles/2/kind", json!(""));
+    let report = check(&token_throughput(), Some(&t));
+    assert_eq!(
+        error_paths(&report),
+        vec!["spec.algorithm.tokenThroughput.serverTargetTokensPerSecond"],
+        "Server, not unknown"
+    );
+    let mut value = token_throughput();
+    let mut t = target();
+    set(&mut value, "/targetRef/name", json!("llm.serving"));
+    set(&mut t, "/metadata/name", json!("llm.serving"));
+    set(&mut t, "/spec/roles/2/size", json!(1));
+    let paths = error_paths(&check(&value, Some(&t)));
+    assert!(
+        paths.contains(&"spec.roles[0].maxReplicas".to_string()),
+        "{paths:?}"
+    );
+}

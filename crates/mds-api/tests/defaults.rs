@@ -160,30 +160,37 @@ fn explicit_values_survive_defaulting() {
 }
 
 #[test]
-fn algorithm_type_is_inferred_and_stored() {
+fn algorithm_type_is_inferred_but_not_stored() {
+    use mds_api::defaults::effective_algorithm_type;
     let mut value = proportional();
     remove(&mut value, "/algorithm/type");
+    let spec = defaulted(value);
     assert_eq!(
-        defaulted(value).algorithm.unwrap().algorithm_type,
-        Some(AlgorithmType::Proportional)
+        spec.algorithm.as_ref().unwrap().algorithm_type,
+        None,
+        "stays out of the object"
+    );
+    assert_eq!(
+        effective_algorithm_type(spec.algorithm.as_ref()),
+        AlgorithmType::Proportional
     );
     let mut value = predictive();
     remove(&mut value, "/algorithm/type");
     assert_eq!(
-        defaulted(value).algorithm.unwrap().algorithm_type,
-        Some(AlgorithmType::Predictive)
+        effective_algorithm_type(defaulted(value).algorithm.as_ref()),
+        AlgorithmType::Predictive
     );
     let mut value = token_throughput();
     remove(&mut value, "/algorithm/type");
     assert_eq!(
-        defaulted(value).algorithm.unwrap().algorithm_type,
-        Some(AlgorithmType::TokenThroughput)
+        effective_algorithm_type(defaulted(value).algorithm.as_ref()),
+        AlgorithmType::TokenThroughput
     );
     let mut value = proportional();
     remove(&mut value, "/algorithm");
     assert_eq!(
-        defaulted(value).algorithm.unwrap().algorithm_type,
-        Some(AlgorithmType::TokenThroughput),
+        effective_algorithm_type(defaulted(value).algorithm.as_ref()),
+        AlgorithmType::TokenThroughput,
         "no block selects TokenThroughput"
     );
 }

@@ -398,3 +398,40 @@ fn replay_refuses_a_broken_timeline_naming_the_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_closed_output_pipe_is_not_a_panic() {
+    use std::io::Read;
+    let doc = std::fs::read_to_string(repo().join("examples/proportional.yaml")).unwrap();
+    let many: String = (0..3000).map(|_| format!("{doc}\n---\n")).collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mds"))
+        .args(["validate", "-f", "-"])
+        .current_dir(repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(many.as_bytes());
+    });
+    // Read one byte of output, then close the pipe, like `| head -c 1`.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_ne!(
+        out.status.code(),
+        Some(101),
+        "panicked: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        !text(&out.stderr).contains("panicked"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -125,6 +125,12 @@ fn check_proportional(
             format!("{tolerance} is greater than 1; a tolerance is positive and at most 1"),
         );
     }
+    super::spec_rules::check_list_size(
+        report,
+        &format!("{base}.roleTargets"),
+        params.role_targets.len(),
+        super::spec_rules::MAX_ROLES,
+    );
     let scaled: BTreeSet<&str> = spec.roles.iter().map(|r| r.name.as_str()).collect();
     let mut targeted = BTreeSet::new();
     for (i, target) in params.role_targets.iter().enumerate() {

@@ -81,7 +81,8 @@ pub(super) fn generated_name_problems(
             }
         }
     } else {
-        check("role", format!("{md}-{}", role.name), false);
+        // The role-level Service `<md>-<role>` must be a DNS-1035 label too.
+        check("Service", format!("{md}-{}", role.name), true);
     }
     problems
 }

@@ -53,7 +53,24 @@ fn check_target_ref(
     }
 }
 
+/// List sizes the CRD schema caps (so CEL cost estimates stay bounded); `mds validate` must
+/// refuse what the API server would.
+pub(super) const MAX_ROLES: usize = 32;
+pub(super) const MAX_RATIOS: usize = 64;
+pub(super) const MAX_PRIORITY: usize = 32;
+
+pub(super) fn check_list_size(report: &mut Report, path: &str, len: usize, max: usize) {
+    if len > max {
+        report.error(
+            path,
+            format!("has {len} entries; at most {max} are accepted"),
+        );
+    }
+}
+
 fn check_roles(spec: &ModelDeploymentScalerSpec, report: &mut Report) {
+    check_list_size(report, "spec.roles", spec.roles.len(), MAX_ROLES);
+    check_list_size(report, "spec.ratios", spec.ratios.len(), MAX_RATIOS);
     if spec.roles.is_empty() {
         report.error(
             "spec.roles",
@@ -202,6 +219,12 @@ fn check_rebalance(spec: &ModelDeploymentScalerSpec, report: &mut Report) {
     let Some(rebalance) = &spec.rebalance else {
         return;
     };
+    check_list_size(
+        report,
+        "spec.rebalance.priority",
+        rebalance.priority.len(),
+        MAX_PRIORITY,
+    );
     let scaled: BTreeSet<&str> = spec.roles.iter().map(|r| r.name.as_str()).collect();
     let mut seen = BTreeSet::new();
     for (i, name) in rebalance.priority.iter().enumerate() {

@@ -18,7 +18,7 @@ pub fn run() -> ExitCode {
     match out.write_all(crd_yaml().as_bytes()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mds crd: cannot write the CRD: {e}");
+            super::emit("", &format!("mds crd: cannot write the CRD: {e}\n"));
             ExitCode::from(2)
         }
     }

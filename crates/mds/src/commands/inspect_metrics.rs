@@ -69,8 +69,7 @@ pub fn run(args: &Args) -> ExitCode {
     let mut out = String::new();
     let mut err = String::new();
     let code = inspect(args, &mut out, &mut err);
-    print!("{out}");
-    eprint!("{err}");
+    super::emit(&out, &err);
     ExitCode::from(code)
 }
 

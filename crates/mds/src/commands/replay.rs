@@ -36,11 +36,11 @@ fn yaml<T: serde::de::DeserializeOwned>(path: &PathBuf) -> Result<T, String> {
 pub fn run(args: &Args) -> ExitCode {
     match run_inner(args) {
         Ok(out) => {
-            print!("{out}");
+            super::emit(&out, "");
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("mds replay: {e}");
+            super::emit("", &format!("mds replay: {e}\n"));
             ExitCode::from(2)
         }
     }
@@ -51,8 +51,10 @@ fn run_inner(args: &Args) -> Result<String, String> {
     let target = match &args.target {
         Some(path) => yaml::<serde_json::Value>(path)?,
         None => {
-            eprintln!(
-                "mds replay: no --target: every role is a Server role starting at its minReplicas"
+            super::emit(
+                "",
+                "mds replay: no --target: every role is a Server role starting at its minReplicas
+",
             );
             synthetic_target(&scaler)
         }

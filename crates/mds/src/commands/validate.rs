@@ -85,8 +85,7 @@ pub fn run(args: &Args) -> ExitCode {
         &mut stdout,
         &mut stderr,
     );
-    print!("{stdout}");
-    eprint!("{stderr}");
+    super::emit(&stdout, &stderr);
     ExitCode::from(outcome as u8)
 }
 
@@ -235,29 +234,133 @@ fn yaml_path(path: &str) -> String {
     }
 }
 
+/// `spec.roles.0.name` (serde's path form) as `spec.roles[0].name`.
+fn bracket_indices(path: &str) -> String {
+    let mut out = String::new();
+    for segment in path.split('.') {
+        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{segment}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(segment);
+        }
+    }
+    out
+}
+
+/// Deserializes a scaler and lists every type error, not just the first: each failing value
+/// is removed and deserialization retried, so the rest of the document is still checked.
+/// Returns the scaler when it deserializes, the type errors (path, message) and the unknown
+/// fields.
+fn deserialize_collecting(
+    value: &serde_yaml_ng::Value,
+) -> (
+    Option<ModelDeploymentScaler>,
+    Vec<(String, String)>,
+    Vec<String>,
+) {
+    let mut value = value.clone();
+    let mut errors: Vec<(String, String)> = Vec::new();
+    for _ in 0..64 {
+        let mut unknown = Vec::new();
+        let mut note_unknown = |path: serde_ignored::Path| unknown.push(path.to_string());
+        let parsed: Result<ModelDeploymentScaler, _> = serde_path_to_error::deserialize(
+            serde_ignored::Deserializer::new(value.clone(), &mut note_unknown),
+        );
+        match parsed {
+            Ok(scaler) => return (Some(scaler), errors, unknown),
+            Err(e) => {
+                let message = e.inner().to_string();
+                let segments: Vec<String> = e.path().iter().filter_map(segment).collect();
+                // A missing required field is reported at the field itself.
+                let missing = message
+                    .strip_prefix("missing field `")
+                    .and_then(|m| m.split('`').next())
+                    .map(str::to_string);
+                let mut path: Vec<String> = segments.clone();
+                if let Some(field) = &missing {
+                    path.push(field.clone());
+                }
+                let printed = if path.is_empty() {
+                    "(document)".to_string()
+                } else {
+                    bracket_indices(&path.join("."))
+                };
+                let message = if missing.is_some() {
+                    "is required".to_string()
+                } else {
+                    message
+                };
+                if errors.iter().any(|(p, _)| *p == printed)
+                    || missing.is_some()
+                    || !remove(&mut value, &segments)
+                {
+                    errors.push((printed, message));
+                    return (None, errors, unknown);
+                }
+                errors.push((printed, message));
+            }
+        }
+    }
+    (None, errors, vec![])
+}
+
+/// A path segment as a key or index, when it names a place in the document.
+fn segment(s: &serde_path_to_error::Segment) -> Option<String> {
+    match s {
+        serde_path_to_error::Segment::Seq { index } => Some(index.to_string()),
+        serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+        _ => None,
+    }
+}
+
+/// Removes the value at `path` from a YAML document; false when there is nothing to remove.
+fn remove(value: &mut serde_yaml_ng::Value, path: &[String]) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let mut node = value;
+    for key in parents {
+        let next = match node {
+            serde_yaml_ng::Value::Mapping(m) => m.get_mut(key.as_str()),
+            serde_yaml_ng::Value::Sequence(s) => {
+                key.parse::<usize>().ok().and_then(|i| s.get_mut(i))
+            }
+            _ => None,
+        };
+        match next {
+            Some(n) => node = n,
+            None => return false,
+        }
+    }
+    match node {
+        serde_yaml_ng::Value::Mapping(m) => m.remove(last.as_str()).is_some(),
+        serde_yaml_ng::Value::Sequence(s) => match last.parse::<usize>() {
+            Ok(i) if i < s.len() => {
+                s.remove(i);
+                true
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 fn check_scaler(
     doc: &Document,
     targets: &[ModelDeployment],
     show_defaults: bool,
     out: &mut String,
 ) -> Outcome {
-    let mut unknown_fields = Vec::new();
-    let mut note_unknown = |path: serde_ignored::Path| unknown_fields.push(path.to_string());
-    let parsed: Result<ModelDeploymentScaler, _> = serde_path_to_error::deserialize(
-        serde_ignored::Deserializer::new(doc.value.clone(), &mut note_unknown),
-    );
-    let mut scaler = match parsed {
-        Ok(scaler) => scaler,
-        Err(e) => {
-            let _ = writeln!(
-                out,
-                "{}: ModelDeploymentScaler: invalid\n  {}: {}",
-                doc.label(),
-                yaml_path(&e.path().to_string()),
-                e.inner()
-            );
-            return Outcome::Invalid;
+    let (parsed, type_errors, unknown_fields) = deserialize_collecting(&doc.value);
+    let Some(mut scaler) = parsed.filter(|_| type_errors.is_empty()) else {
+        let _ = writeln!(out, "{}: ModelDeploymentScaler: invalid", doc.label());
+        for (path, message) in &type_errors {
+            let _ = writeln!(out, "  {path}: {message}");
         }
+        return Outcome::Invalid;
     };
     let name = scaler.metadata.name.clone().unwrap_or_default();
     let namespace = scaler.metadata.namespace.clone();
@@ -274,7 +377,7 @@ fn check_scaler(
         |f: &&String| f.as_str() == "apiVersion" || f.as_str() == "kind" || f.starts_with("status");
     for field in unknown_fields.iter().filter(|f| !ignored(f)) {
         report.warn(
-            field.clone(),
+            bracket_indices(field),
             "is not a field of ModelDeploymentScaler and is dropped by the API server; check its spelling and indentation",
         );
     }
@@ -372,7 +475,7 @@ spec:
         let text = format!("{SCALER}  behavior:\n    scaleUp:\n      stepPolicy: {{type: Pods}}\n");
         let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
         assert!(
-            out.contains("spec.behavior.scaleUp.stepPolicy: missing field `value`"),
+            out.contains("spec.behavior.scaleUp.stepPolicy.value: is required"),
             "{out}"
         );
         let text = SCALER.replace("target: \"8\"", "target: 0.5");
@@ -381,11 +484,31 @@ spec:
     }
 
     #[test]
+    fn every_type_error_is_listed_and_the_rules_still_run_after_none() {
+        let text = SCALER
+            .replace("maxReplicas: 4", "maxReplicas: many")
+            .replace("metric: QueueDepth", "metric: Queue")
+            .replace("  targetRef:", "  mode: active\n  targetRef:");
+        let (outcome, out, _) = run_on(&[("a.yaml", &text)], &[]);
+        assert_eq!(outcome, Outcome::Invalid);
+        for path in [
+            "spec.mode:",
+            "spec.roles[0].maxReplicas:",
+            "spec.algorithm.proportional.metric:",
+        ] {
+            assert!(out.contains(path), "missing {path} in {out}");
+        }
+        let text = SCALER.replace("metadata:\n  name: s\n", "");
+        let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
+        assert!(out.contains("  metadata: is required"), "{out}");
+    }
+
+    #[test]
     fn unknown_fields_are_warned_about() {
         let text = SCALER.replace("maxReplicas: 4", "maxReplicas: 4\n      maxReplica: 5");
         let (outcome, out, _) = run_on(&[("a.yaml", &text)], &[]);
         assert_eq!(outcome, Outcome::Valid, "{out}");
-        assert!(out.contains("warning: spec.roles.0.maxReplica"), "{out}");
+        assert!(out.contains("warning: spec.roles[0].maxReplica"), "{out}");
     }
 
     #[test]
