@@ -34,6 +34,8 @@ pub enum Step {
     Waiting,
     /// The receiver no longer needs to grow: the episode is over.
     Over,
+    /// The receiver already has the replica: the transaction is complete.
+    Done,
     /// No donation: the reason and a message for the condition.
     Refused {
         reason: &'static str,
@@ -50,6 +52,8 @@ pub struct TargetFacts<'a> {
     pub retirement_active: bool,
     /// An abort cooldown holds scale-down across the target.
     pub cooldown_active: bool,
+    /// An ordinal is not admitted anywhere in the target (D18): growth waits.
+    pub growth_blocked: bool,
     /// Pods remain for the donor's removed ordinal.
     pub donor_pods_remain: bool,
 }
@@ -120,10 +124,13 @@ pub fn step(
         let mut vector = facts.current.clone();
         let target = rebalance.receiver_target_replicas.unwrap_or(0);
         if vector.get(&receiver).is_some_and(|n| *n < target) {
+            if facts.growth_blocked {
+                return Step::Waiting;
+            }
             vector.insert(receiver, target);
             return Step::Acquire { vector };
         }
-        return Step::Idle;
+        return Step::Done;
     }
     // An exhausted episode, or one whose last attempt was refused: look again every pass
     // (donors' recommendations and counts change).

@@ -219,12 +219,15 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         let message = "suspend is true: the scaler does not plan; set it to false to resume";
         pass.report(BOUND, false, "Suspended", message);
         pass.report(ACTIVE, false, "Suspended", message);
-        if let Some(b) = pass.status.binding.as_mut() {
-            b.term = None;
-        }
-        // Planning resumes from status, as after a restart.
+        // binding.term stays: the next binding must take a higher one (D19).
         memory.planner = None;
         return;
+    }
+
+    // Resuming after a suspension: windows from before it describe another time; start
+    // fresh rather than treat the gap as covered history.
+    if conditions::reason(&scaler.status.conditions, BOUND) == Some("Suspended") {
+        memory.planner = Some(PlannerState::default());
     }
 
     let other_owner = binding.as_ref().filter(|_| !ours);
@@ -250,9 +253,10 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
             "ShadowMode",
             "mode is Shadow: nothing is written to the target; set mode: Active to commit",
         );
-        if let Some(b) = pass.status.binding.as_mut() {
-            b.term = None;
-        }
+    }
+
+    if committing && ours {
+        recover_lost_commit(pass, target, binding.as_ref().map_or(1, |b| b.term));
     }
 
     // Protocol steps that write before planning (one write per pass).
@@ -270,7 +274,9 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
     {
         guards.abort_cooldown_until = last.cooldown_until.as_ref().map(|t| t.0);
     }
-    guards.retirement_active = md.status.as_ref().is_some_and(|s| s.retirement.is_some());
+    guards.retirement_active = md.status.as_ref().is_some_and(|s| s.retirement.is_some())
+        || !commit_observed(pass, target)
+        || retirement_cannot_complete(md);
     // D18: any ordinal not admitted anywhere in the target (ours or not) blocks growth.
     let unadmitted_anywhere = target
         .admission
@@ -344,6 +350,115 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
             b.term = Some(owned.term);
         }
     }
+}
+
+/// Our last commit is visible in the target's status: every reported `desired` count equals
+/// it, or the retirement reports our generation (TARGET.md section 3). Until then another
+/// shrink could race the first retirement, so scale-down waits.
+fn commit_observed(pass: &Pass, target: &Target) -> bool {
+    let Some(commit) = pass.status.last_commit.as_ref() else {
+        return true;
+    };
+    let Some(status) = target.deployment.status.as_ref() else {
+        return true;
+    };
+    let retirement_caught_up = status
+        .retirement
+        .as_ref()
+        .and_then(|r| r.observed_generation)
+        .zip(commit.target_generation)
+        .is_some_and(|(seen, ours)| seen >= ours);
+    let desired_match =
+        status
+            .roles
+            .iter()
+            .all(|r| match (r.desired, commit.vector.get(&r.name)) {
+                (Some(desired), Some(&ours)) => desired == ours,
+                _ => true,
+            });
+    desired_match || retirement_caught_up
+}
+
+/// Without a router GPUStack never confirms a retirement (TARGET.md section 5): predicting the
+/// abort holds scale-down instead of looping through shrink, abort, restore and cooldown.
+fn retirement_cannot_complete(md: &mds_api::target::ModelDeployment) -> bool {
+    md.spec.router.as_ref().is_none_or(|r| r.name.is_empty())
+}
+
+/// A commit of ours is on the target (its decision annotation, our term) but our status does
+/// not know it: the status write after it was lost. Rebuild the records it should have left,
+/// so a pending cohort still times out and a shrink is still tracked.
+fn recover_lost_commit(pass: &mut Pass, target: &Target, term: i64) {
+    let md = target.deployment;
+    let Some(decision) =
+        protocol::annotation(md, DECISION_ANNOTATION).and_then(|d| DecisionPayload::parse(d).ok())
+    else {
+        return;
+    };
+    if decision.term != term
+        || pass
+            .status
+            .last_commit
+            .as_ref()
+            .is_some_and(|c| c.decision_id == decision.decision_id)
+    {
+        return;
+    }
+    // The counts before it: the previous commit's vector, else the counts the last written
+    // status saw on the target.
+    let baseline: ReplicaVector = match pass.status.last_commit.as_ref() {
+        Some(previous) => previous.vector.clone(),
+        None => pass
+            .status
+            .roles
+            .iter()
+            .filter_map(|r| Some((r.name.clone(), r.current_replicas?)))
+            .collect(),
+    };
+    if baseline.is_empty() {
+        return; // nothing to compare with: the commit's effects are unknown
+    }
+    // Decision IDs end with the commit's unix milliseconds.
+    let at = decision
+        .decision_id
+        .rsplit('-')
+        .next()
+        .and_then(|ms| ms.parse::<i64>().ok())
+        .and_then(|ms| Timestamp::from_millisecond(ms).ok())
+        .unwrap_or(pass.input.now);
+    let changes = protocol::changes(&baseline, &decision.vector);
+    pass.status.last_commit = Some(LastCommit {
+        decision_id: decision.decision_id.clone(),
+        term,
+        vector: decision.vector.clone(),
+        baseline_vector: baseline.clone(),
+        timestamp: Some(Time(at)),
+        target_generation: md.metadata.generation,
+    });
+    if changes.values().any(|(a, b)| b > a) {
+        pass.status.pending_cohort = Some(PendingCohort {
+            decision_id: decision.decision_id.clone(),
+            term,
+            baseline_vector: baseline.clone(),
+            target_vector: decision.vector.clone(),
+            started_at: Some(Time(at)),
+        });
+        if let Some(r) = pass.status.rebalance.as_mut()
+            && r.reason.as_deref() == Some(rebalance::DONOR_RELEASE)
+        {
+            r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
+        }
+    } else if let Some((role, (_, to))) = changes.iter().find(|(_, (a, b))| b < a) {
+        pass.status.last_scale_down = Some(protocol::scale_down_record(role, &baseline, *to));
+    }
+    pass.event(
+        true,
+        "Recovered",
+        format!(
+            "decision {} was on the target but not in status; its records were rebuilt",
+            decision.decision_id
+        ),
+    );
 }
 
 /// The target's generation moved past what our last write expects: someone else changed it
@@ -435,9 +550,14 @@ fn rebalance_step(
         l.outcome == ScaleDownOutcome::Aborted
             && l.cooldown_until.as_ref().is_some_and(|t| input.now < t.0)
     });
+    let growth_blocked = target
+        .admission
+        .values()
+        .any(|a| *a != mds_api::target::WorkloadAdmission::Admitted);
     let facts = rebalance::TargetFacts {
         current: &current,
         instance_types: &instance_types,
+        growth_blocked,
         retirement_active: md.status.as_ref().is_some_and(|s| s.retirement.is_some()),
         cooldown_active,
         donor_pods_remain,
@@ -458,7 +578,16 @@ fn rebalance_step(
     ) {
         rebalance::Step::Idle => false,
         rebalance::Step::Over => {
-            pass.status.rebalance = None;
+            // Our own regrowth in flight does not end the episode: its cohort decides.
+            if pass.status.pending_cohort.is_none() {
+                pass.status.rebalance = None;
+            }
+            false
+        }
+        rebalance::Step::Done => {
+            if let Some(r) = pass.status.rebalance.as_mut() {
+                r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
+            }
             false
         }
         rebalance::Step::Waiting => true,

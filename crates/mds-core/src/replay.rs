@@ -221,7 +221,7 @@ pub fn synthetic_target(scaler: &ModelDeploymentScaler) -> Value {
         "apiVersion": "worker.gpustack.ai/v1",
         "kind": "ModelDeployment",
         "metadata": {"name": scaler.spec.target_ref.name, "uid": "replay-target", "generation": 1, "resourceVersion": "1"},
-        "spec": {"engine": {"name": "vLLM"}, "roles": roles}
+        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"}, "roles": roles}
     })
 }
 

@@ -860,3 +860,181 @@ fn writes_test_the_binding_text_exactly_as_stored() {
     assert!(w.rejected.is_empty(), "the test op matched the stored text");
     assert_eq!(w.replicas()["server"], 4);
 }
+
+// Regressions found in the second review.
+
+#[test]
+fn one_donation_per_episode_even_when_our_regrowth_times_out() {
+    let mut w = rebalance_world(
+        json!({"policy": "Priority", "priority": ["decode", "prefill"]}),
+        4,
+        2,
+    );
+    w.observe("decode", wants(3, 2));
+    w.pass(); // donor releases: prefill 3
+    w.now += 15;
+    w.pass(); // receiver acquires: decode 3, never admitted
+    let mut donations = 0;
+    for _ in 0..80 {
+        w.now += 15;
+        let before = w.replicas()["prefill"];
+        w.pass();
+        if w.replicas()["prefill"] < before {
+            donations += 1;
+        }
+    }
+    assert_eq!(
+        donations,
+        0,
+        "prefill donated again in the same episode: {:?}",
+        w.replicas()
+    );
+    assert_eq!(w.replicas()["prefill"], 3);
+}
+
+#[test]
+fn a_lost_status_write_is_rebuilt_from_the_decision_annotation() {
+    let mut w = bound_world();
+    let before = w.status.clone();
+    w.observe("server", wants(4, 2));
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    // The target write landed; the status write after it was lost.
+    w.status = before;
+    w.now += 15;
+    let o = w.pass();
+    assert!(
+        o.events.iter().any(|e| e.reason == "Recovered"),
+        "{:?}",
+        o.events
+    );
+    assert!(
+        w.status.pending_cohort.is_some(),
+        "the cohort is tracked again"
+    );
+    // Its ordinals never get admitted: the timeout still rolls back.
+    w.now += 120;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Rollback);
+    assert_eq!(w.replicas()["server"], 2);
+}
+
+#[test]
+fn the_receiver_waits_for_admission_everywhere() {
+    let mut w = rebalance_world(
+        json!({"policy": "Priority", "priority": ["decode", "prefill"]}),
+        4,
+        2,
+    );
+    w.observe("decode", wants(3, 2));
+    w.pass(); // donor releases
+    w.admission
+        .insert(("prefill".into(), 0), WorkloadAdmission::Unadmitted);
+    w.now += 15;
+    assert!(w.pass().write.is_none(), "D18 holds the acquire");
+    w.admission
+        .insert(("prefill".into(), 0), WorkloadAdmission::Admitted);
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["decode"], 3);
+}
+
+#[test]
+fn no_second_shrink_before_the_target_has_seen_the_first() {
+    let mut w = shrunk_world(); // 4 -> 3 committed
+    // The operator has not caught up: status still says 4 desired.
+    w.target.as_mut().unwrap()["status"]["roles"] =
+        json!([{"name": "server", "desired": 4, "ready": 4}]);
+    w.observe("server", wants(1, 3));
+    for _ in 0..4 {
+        w.now += 15;
+        assert!(
+            w.pass().write.is_none(),
+            "waits for the first shrink to be seen"
+        );
+    }
+    w.target.as_mut().unwrap()["status"]["roles"] =
+        json!([{"name": "server", "desired": 3, "ready": 3}]);
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(w.replicas()["server"], 2);
+}
+
+#[test]
+fn terms_never_move_backwards_across_a_release() {
+    let mut w = server_world("Active", 2);
+    w.set_annotation(
+        DECISION_ANNOTATION,
+        r#"{"decisionID":"old","term":4,"vector":{"server":2}}"#,
+    );
+    w.pass();
+    assert_eq!(
+        BindingPayload::parse(&w.annotation(BINDING_ANNOTATION).unwrap())
+            .unwrap()
+            .term,
+        5
+    );
+    w.edit(|s| s["mode"] = json!("Shadow"));
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Release);
+    w.edit(|s| s["mode"] = json!("Active"));
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Bind);
+    assert_eq!(
+        BindingPayload::parse(&w.annotation(BINDING_ANNOTATION).unwrap())
+            .unwrap()
+            .term,
+        6
+    );
+}
+
+#[test]
+fn resuming_after_a_suspension_waits_for_a_fresh_scale_up_window() {
+    let mut w = server_world("Active", 2);
+    w.edit(|s| s["behavior"]["scaleUp"] = json!({"stabilizationWindowSeconds": 300}));
+    w.observe("server", wants(6, 2));
+    w.pass(); // bind
+    w.now += 15;
+    w.pass();
+    w.edit(|s| s["suspend"] = json!(true));
+    w.now += 15;
+    w.pass();
+    w.now += 3600;
+    w.pass();
+    w.edit(|s| s["suspend"] = json!(false));
+    w.now += 15;
+    let mut grew_at = None;
+    for i in 0..30 {
+        let o = w.pass();
+        if o.write
+            .as_ref()
+            .is_some_and(|x| x.kind == WriteKind::Commit)
+        {
+            grew_at = Some(i * 15);
+            break;
+        }
+        w.now += 15;
+    }
+    let grew_at = grew_at.expect("it grows eventually");
+    assert!(
+        grew_at >= 300,
+        "grew {grew_at} s after resuming, before the 300 s window"
+    );
+}
+
+#[test]
+fn a_target_without_a_router_holds_scale_down() {
+    let mut t = target(&[("server", "Server", 4)]);
+    t["spec"].as_object_mut().unwrap().remove("router");
+    let mut w = World::new(spec("Active", &[("server", 1, 16)]), Some(t));
+    w.observe("server", wants(1, 4));
+    let outcomes = w.run(120, 15);
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| o.write.as_ref().is_none_or(|x| x.kind == WriteKind::Bind))
+    );
+    assert_eq!(w.replicas()["server"], 4);
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "PacingBounded".into())
+    );
+}

@@ -30,7 +30,7 @@ pub fn target(roles: &[(&str, &str, i32)]) -> Value {
         "apiVersion": "worker.gpustack.ai/v1",
         "kind": "ModelDeployment",
         "metadata": {"name": "llm", "namespace": "default", "uid": "target-uid-1", "generation": 1, "resourceVersion": "100"},
-        "spec": {"engine": {"name": "vLLM"}, "roles": roles},
+        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"}, "roles": roles},
         "status": {"roles": []}
     })
 }
