@@ -199,27 +199,9 @@ impl World {
     /// One pass: reconcile, apply the write with JSON Patch semantics, store the status when
     /// asked and when the write (if any) succeeded.
     pub fn pass(&mut self) -> Outcome {
-        let spec = self.spec();
-        let md = self.deployment();
-        let target = md.as_ref().map(|md| Target {
-            deployment: md,
-            admission: self.admission.clone(),
-            ordinals_with_pods: self.pods.clone(),
-        });
-        let input = Input {
-            scaler: Scaler {
-                name: "llm",
-                uid: SCALER_UID,
-                generation: self.generation,
-                spec: &spec,
-                status: &self.status,
-                deleting: self.deleting,
-            },
-            target,
-            observations: &self.observations,
-            now: t(self.now),
-        };
-        let outcome = reconcile(&input, &mut self.memory);
+        let mut memory = std::mem::take(&mut self.memory);
+        let outcome = self.decide_with(&mut memory);
+        self.memory = memory;
         let mut write_ok = true;
         if let Some(write) = &outcome.write {
             let doc = self.target.as_mut().expect("writes need a target");
