@@ -175,7 +175,7 @@ impl World {
     /// that memory would decide now. `Memory::default()` is a controller that just restarted.
     pub fn decide_with(&self, memory: &mut Memory) -> Outcome {
         let spec = self.spec();
-        let md = self.deployment().expect("a target");
+        let md = self.deployment();
         let input = Input {
             scaler: Scaler {
                 name: "llm",
@@ -185,8 +185,8 @@ impl World {
                 status: &self.status,
                 deleting: self.deleting,
             },
-            target: Some(Target {
-                deployment: &md,
+            target: md.as_ref().map(|md| Target {
+                deployment: md,
                 admission: self.admission.clone(),
                 ordinals_with_pods: self.pods.clone(),
             }),
