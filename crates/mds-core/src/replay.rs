@@ -20,6 +20,9 @@ use crate::{Input, Memory, Outcome, Scaler, Target, reconcile};
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TimelineEntry {
+    /// The line of the timeline file (set by [`parse_timeline`]).
+    #[serde(skip)]
+    pub line: usize,
     /// Seconds from the start.
     pub t: f64,
     #[serde(default)]
@@ -71,19 +74,26 @@ impl ObservedRole {
     fn observation(&self) -> RoleObservation {
         let ready = self.ready_replicas.unwrap_or(0);
         let sampled = self.sampled_replicas.unwrap_or(ready);
-        let has_rates =
-            self.prompt_tokens_per_second.is_some() || self.generation_tokens_per_second.is_some();
+        let any_reading = [
+            self.prompt_tokens_per_second,
+            self.generation_tokens_per_second,
+            self.running_requests,
+            self.waiting_requests,
+            self.kv_cache_usage,
+            self.ttft_milliseconds,
+            self.itl_milliseconds,
+        ]
+        .iter()
+        .any(Option::is_some);
         RoleObservation {
             ready_replicas: ready,
             sampled_replicas: sampled,
             coverage_complete: ready > 0 && sampled >= ready,
-            signal_state: self.signal_state.unwrap_or(
-                if has_rates || self.running_requests.is_some() {
-                    SignalState::Fresh
-                } else {
-                    SignalState::Missing
-                },
-            ),
+            signal_state: self.signal_state.unwrap_or(if any_reading {
+                SignalState::Fresh
+            } else {
+                SignalState::Missing
+            }),
             prompt_tokens_per_second: self.prompt_tokens_per_second,
             generation_tokens_per_second: self.generation_tokens_per_second,
             running_requests: self.running_requests,
@@ -186,8 +196,9 @@ pub fn parse_timeline(text: &str) -> Result<Vec<TimelineEntry>, ReplayError> {
         if line.trim().is_empty() {
             continue;
         }
-        let entry: TimelineEntry = serde_json::from_str(line)
+        let mut entry: TimelineEntry = serde_json::from_str(line)
             .map_err(|e| ReplayError(format!("timeline line {}: {e}", i + 1)))?;
+        entry.line = i + 1;
         if !entry.t.is_finite() || entry.t < 0.0 {
             return Err(ReplayError(format!(
                 "timeline line {}: t must be a nonnegative number of seconds",
@@ -244,6 +255,13 @@ pub fn replay(
         .clone()
         .unwrap_or_else(|| "replay-scaler".into());
     let mut status = scaler.status.clone().unwrap_or_default();
+    if let Some(kind) = target.get("kind").and_then(Value::as_str)
+        && kind != "ModelDeployment"
+    {
+        return Err(ReplayError(format!(
+            "the target is a {kind}, not a ModelDeployment"
+        )));
+    }
     let mut doc = target;
     for (pointer, default) in [
         ("/metadata/uid", json!("replay-target")),
@@ -263,7 +281,8 @@ pub fn replay(
     let mut reports = Vec::new();
     for entry in timeline {
         if let Some(change) = &entry.target {
-            apply_change(&mut doc, change, &mut unadmitted)?;
+            apply_change(&mut doc, change, &mut unadmitted)
+                .map_err(|e| ReplayError(format!("timeline line {}: {e}", entry.line)))?;
         }
         let md: ModelDeployment = serde_json::from_value(doc.clone())
             .map_err(|e| ReplayError(format!("the target is not a ModelDeployment: {e}")))?;

@@ -32,7 +32,7 @@ enum Command {
     ///
     /// Exit status: 0 all scalers valid (warnings are printed), 1 at least one scaler is
     /// invalid (every error is listed as `path: message`), 2 an input could not be read or
-    /// parsed as YAML.
+    /// parsed as YAML, or held no ModelDeploymentScaler at all.
     Validate(commands::validate::Args),
     /// Show what the scaler reads from a saved engine /metrics page.
     ///

@@ -435,3 +435,44 @@ fn a_closed_output_pipe_is_not_a_panic() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn replay_errors_name_the_line_and_the_target_kind_is_checked() {
+    let dir = std::env::temp_dir().join(format!("mds-replay-kind-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let timeline = dir.join("t.jsonl");
+    std::fs::write(
+        &timeline,
+        "{\"t\": 0, \"roles\": {}}\n{\"t\": 15, \"target\": {\"replicas\": {\"nope\": 2}}}\n",
+    )
+    .unwrap();
+    let run = |target: &str| {
+        mds(
+            &[
+                "replay",
+                "--scaler",
+                "examples/replay/scaler.yaml",
+                "--target",
+                target,
+                "--timeline",
+                timeline.to_str().unwrap(),
+            ],
+            None,
+        )
+    };
+    let out = run("examples/replay/target.yaml");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("timeline line 2"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run("examples/replay/scaler.yaml");
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("not a ModelDeployment"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -185,7 +185,9 @@ pub fn check_inputs(
         }
     }
     if scalers == 0 && outcome == Outcome::Valid {
+        // Nothing was validated: in a pipeline that is a mistake, not a pass.
         let _ = writeln!(err, "no ModelDeploymentScaler documents found");
+        outcome = Outcome::Unreadable;
     }
     outcome
 }
@@ -539,7 +541,11 @@ spec:
     #[test]
     fn other_kinds_are_skipped_and_empty_input_is_reported() {
         let (outcome, out, err) = run_on(&[("cm.yaml", "apiVersion: v1\nkind: ConfigMap\n")], &[]);
-        assert_eq!(outcome, Outcome::Valid);
+        assert_eq!(
+            outcome,
+            Outcome::Unreadable,
+            "nothing validated is not a pass"
+        );
         assert!(out.is_empty());
         assert!(err.contains("skipped: kind \"ConfigMap\""), "{err}");
         assert!(
