@@ -34,6 +34,17 @@ impl Recommendation {
     }
 }
 
+/// "At least one more replica" (D13, D14), counted from the replicas that serve: when not all
+/// desired replicas are ready yet, the added ones are still starting, so hold at the current
+/// count instead of compounding one more each pass.
+fn one_more_replica(current: i32, ready: u32) -> i32 {
+    if (ready as i64) < current as i64 {
+        current
+    } else {
+        current.saturating_add(1)
+    }
+}
+
 fn ceil_replicas(demand: f64, per_replica: f64) -> i32 {
     let n = (demand / per_replica).ceil();
     if n.is_finite() {
@@ -121,7 +132,8 @@ pub fn record_demand(
 ) -> Option<f64> {
     let o =
         observation.filter(|o| matches!(o.signal_state, SignalState::Fresh | SignalState::Idle))?;
-    let d = demand(kind, o)?;
+    // A NaN or infinite rate is no reading at all: it would read as one replica.
+    let d = demand(kind, o).filter(|d| d.is_finite() && *d >= 0.0)?;
     state.record_demand(now, d);
     Some(d)
 }
@@ -206,13 +218,16 @@ pub fn token_throughput(
             rec
         }
     };
-    // The latency guard acts even without a throughput window.
+    // The latency guard acts even without a throughput window. Its extra replica counts from
+    // the replicas that serve: while added ones are still starting, it holds instead of adding
+    // one more every pass.
+    let one_more = one_more_replica(current, o.ready_replicas);
     let idle = o.signal_state == SignalState::Idle;
     let (breach, missing) = latency_breach(kind, o, token);
     if let Some(breach) = breach {
         if breach > 1.2 {
-            if current + 1 > rec.raw {
-                rec.raw = current + 1;
+            if one_more > rec.raw {
+                rec.raw = one_more;
                 rec.reason = Reason::LatencyGuardScaleUp;
             }
             rec.holds_scale_down = true;
@@ -299,10 +314,11 @@ pub fn predictive(
         rec.reason = Reason::Predictive;
     }
     // After warm-up, panic or a latency breach above 1.2x asks for at least one more replica.
-    if matches!(fallback.reason, Reason::Panic | Reason::LatencyGuardScaleUp)
-        && rec.raw < current + 1
+    let ready = observation.map_or(0, |o| o.ready_replicas);
+    let one_more = one_more_replica(current, ready);
+    if matches!(fallback.reason, Reason::Panic | Reason::LatencyGuardScaleUp) && rec.raw < one_more
     {
-        rec.raw = current + 1;
+        rec.raw = one_more;
     }
     // Consolidation: removing a replica must leave the others at or below 80 % of capacity.
     if rec.raw < current {
@@ -311,7 +327,10 @@ pub fn predictive(
             .unwrap_or(0.0);
         let load = stable.max(forecast);
         let limit = 0.8 * capacity * (current - 1) as f64;
-        if load > limit {
+        // Nor may the smaller count be one that panics at this load (a panic threshold at or
+        // below 1 would otherwise add the replica straight back: a loop).
+        let panics = load >= policy.fallback.panic_threshold * capacity * (current - 1) as f64;
+        if load > limit || panics {
             rec.raw = current;
             rec.reason = Reason::PredictiveConsolidationHold;
             rec.note.push_str(&format!(

@@ -284,9 +284,14 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
                     (_, true) => (ratio.numerator, false),
                     _ => continue,
                 };
-                let Some(partner_rec) = recs[partner].as_ref().map(|p| p.raw) else {
+                let Some((partner_rec, partner_holds)) =
+                    recs[partner].as_ref().map(|p| (p.raw, p.holds_scale_down))
+                else {
                     continue;
                 };
+                // Follow what the partner can reach, not a count beyond its bounds.
+                let partner_role = &policy.roles[partner];
+                let partner_rec = partner_rec.clamp(partner_role.min, partner_role.max);
                 let (current, partner_current) = (
                     input.roles[i].current as f64,
                     input.roles[partner].current as f64,
@@ -308,7 +313,8 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
                 recs[i] = Some(Recommendation {
                     raw,
                     reason: Reason::RatioCoupled,
-                    holds_scale_down: false,
+                    // The partner's hold (missing signals, panic, latency) holds this role too.
+                    holds_scale_down: partner_holds,
                     note: format!(
                         "follows {:?} ({partner_rec}) through ratio {r} at {ratio_value:.3}",
                         policy.roles[partner].name
@@ -610,7 +616,11 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
     let mut vector = current.clone();
     for (roles, ratios) in &comps {
         // D17: any role recommending growth gives the component an upward direction.
-        let up = roles.iter().any(|&i| raws[i] > current[i]);
+        // A role that cannot grow (at its maximum, or growth blocked) does not make the
+        // component grow: otherwise it would pin its partners forever.
+        let up = roles
+            .iter()
+            .any(|&i| raws[i] > current[i] && moves[i].up > current[i]);
         let boxes: Vec<(i32, i32)> = (0..policy.roles.len())
             .map(|i| {
                 if up {
@@ -656,6 +666,10 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
                     vector[i] = value;
                     if value == raws[i] {
                         continue;
+                    }
+                    // Wanted to grow but could not move up at all: its growth limits hold it.
+                    if raws[i] > current[i] && moves[i].up == current[i] && value == current[i] {
+                        results[i].limits.extend(moves[i].up_limits.iter().cloned());
                     }
                     // Stopped at the edge of its own moves: the limits that set the edge bind.
                     if value == edge(i) {

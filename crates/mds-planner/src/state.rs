@@ -45,6 +45,18 @@ impl Kalman {
 
     /// One predict-and-update step with observation `z` at `at` (D14: one per pass).
     pub fn update(&mut self, z: f64, at: Timestamp, noise: Noise) {
+        if !z.is_finite() {
+            return; // a bad sample must not poison the filter for good
+        }
+        if !self.is_sane() {
+            // Restored state that cannot be a covariance (or NaN): start over at this sample.
+            *self = Kalman {
+                sample_count: self.sample_count,
+                ..Kalman::start(z, at, noise)
+            };
+            self.sample_count += 1;
+            return;
+        }
         let dt = at.duration_since(self.updated_at).as_secs_f64().max(0.0);
         // Predict: x = F x, P = F P Fᵀ + Q with F = [[1, dt], [0, 1]].
         let level = self.level + self.trend * dt;
@@ -56,6 +68,9 @@ impl Kalman {
         // Update with H = [1, 0].
         let innovation = z - level;
         let s = a00 + noise.measurement;
+        if !(s > 0.0 && s.is_finite()) {
+            return;
+        }
         let (k0, k1) = (a00 / s, a10 / s);
         self.level = level + k0 * innovation;
         self.trend += k1 * innovation;
@@ -65,6 +80,14 @@ impl Kalman {
         ];
         self.sample_count += 1;
         self.updated_at = at;
+    }
+
+    /// Finite numbers and a covariance with nonnegative variances.
+    pub fn is_sane(&self) -> bool {
+        let finite = self.level.is_finite()
+            && self.trend.is_finite()
+            && self.p.iter().flatten().all(|v| v.is_finite());
+        finite && self.p[0][0] >= 0.0 && self.p[1][1] >= 0.0
     }
 
     /// Demand `horizon` seconds ahead, never below zero (D14).

@@ -439,3 +439,113 @@ fn predictive_panic_after_warm_up_adds_a_replica() {
     let p = w.pass(&[Some(prompt(obs(4), 20000.0))]);
     assert!(p.roles[0].raw >= 5, "{}", p.roles[0].note);
 }
+
+// Regressions found in the second review.
+
+#[test]
+fn the_extra_replica_does_not_compound_while_added_replicas_start() {
+    let mut w = decode_world(2, json!({}));
+    // ITL at 1.4x target; 2 desired but only 2 ready at first, then the added one starts.
+    let slow = |ready: u32| latency(generation(obs(ready), 150.0), None, Some(70.0));
+    let p = w.pass(&[Some(slow(2))]);
+    assert_eq!(p.roles[0].raw, 3);
+    w.apply(&p);
+    for _ in 0..5 {
+        w.now += 15;
+        let p = w.pass(&[Some(slow(2))]); // 3 desired, still 2 ready
+        assert_eq!(
+            p.roles[0].raw, 3,
+            "holds while the added replica starts: {}",
+            p.roles[0].note
+        );
+        w.apply(&p);
+    }
+}
+
+#[test]
+fn predictive_does_not_oscillate_with_a_low_panic_threshold() {
+    let spec = json!({
+        "targetRef": {"name": "md"},
+        "roles": [{"name": "prefill", "minReplicas": 1, "maxReplicas": 16}],
+        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 15}},
+        "algorithm": {"predictive": {
+            "tokenThroughput": {"prefillTargetTokensPerSecond": "1000", "panicThreshold": "0.5"},
+            "prefillTokenCapacityPerReplica": "1000", "minPoints": 2
+        }}
+    });
+    let mut w = World::new(policy(spec, &[("prefill", RoleKind::Prefill)]), &[3]);
+    let mut counts = vec![];
+    for _ in 0..60 {
+        let ready = w.current[0] as u32;
+        let p = w.pass(&[Some(prompt(obs(ready), 1000.0))]);
+        w.apply(&p);
+        counts.push(w.current[0]);
+        w.now += 15;
+    }
+    let changes = counts.windows(2).filter(|c| c[0] != c[1]).count();
+    assert!(changes <= 1, "counts kept changing: {counts:?}");
+}
+
+#[test]
+fn a_coupled_role_follows_what_its_partner_can_reach_and_shares_its_hold() {
+    let spec = token_spec(
+        json!([{"name": "encode", "maxReplicas": 16}, {"name": "prefill", "maxReplicas": 4}]),
+        json!([{"numeratorRole": "encode", "denominatorRole": "prefill", "target": "0.5"}]),
+        json!({"prefillTargetTokensPerSecond": "1000"}),
+    );
+    let mut w = World::new(
+        policy(
+            spec,
+            &[("encode", RoleKind::Encode), ("prefill", RoleKind::Prefill)],
+        ),
+        &[2, 4],
+    );
+    let p = w.pass(&[Some(obs(2)), Some(prompt(obs(4), 20_000.0))]);
+    assert_eq!(
+        p.roles[0].raw, 2,
+        "prefill can reach 4 at most: encode follows 4 x 0.5"
+    );
+    // Prefill has no ready replica: encode must not shrink either.
+    let spec = token_spec(
+        json!([{"name": "encode", "maxReplicas": 16}, {"name": "prefill", "maxReplicas": 16}]),
+        json!([{"numeratorRole": "encode", "denominatorRole": "prefill", "target": "0.5"}]),
+        json!({"prefillTargetTokensPerSecond": "1000"}),
+    );
+    let mut spec = spec;
+    spec["behavior"] = json!({"scaleDown": {"stabilizationWindowSeconds": 15}});
+    let mut w = World::new(
+        policy(
+            spec,
+            &[("encode", RoleKind::Encode), ("prefill", RoleKind::Prefill)],
+        ),
+        &[8, 4],
+    );
+    let p = w.run(60, 15, &[Some(obs(8)), Some(obs(0))]);
+    assert_eq!(p.vector(), vec![8, 4], "{:?}", p.roles[0].limits);
+}
+
+#[test]
+fn nan_or_infinite_demand_is_no_reading() {
+    let mut w = prefill_world(8);
+    let p = w.run(120, 15, &[Some(prompt(obs(8), f64::NAN))]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (8, Reason::WaitingForMetrics)
+    );
+    let mut w = predictive_world(4, 2);
+    w.run(60, 15, &[Some(prompt(obs(4), 3000.0))]);
+    w.now += 15;
+    w.pass(&[Some(prompt(obs(4), f64::INFINITY))]);
+    let k = w.state.roles["prefill"].kalman.clone().unwrap();
+    assert!(k.level.is_finite() && k.trend.is_finite(), "{k:?}");
+}
+
+#[test]
+fn a_huge_current_count_does_not_overflow() {
+    let mut w = decode_world(i32::MAX, json!({}));
+    let p = w.pass(&[Some(latency(generation(obs(4), 150.0), None, Some(500.0)))]);
+    assert_eq!(
+        p.conflict.as_ref().map(|c| c.0),
+        Some(Reason::BoundsConflict)
+    );
+}

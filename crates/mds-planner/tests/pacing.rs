@@ -470,3 +470,25 @@ fn a_ratio_that_binds_before_the_step_keeps_the_algorithm_reason() {
         p.roles[0].limits
     );
 }
+
+#[test]
+fn a_role_pinned_at_its_maximum_does_not_pin_its_partner() {
+    let mut w = world(
+        json!([{"name": "a", "maxReplicas": 4}, {"name": "b", "maxReplicas": 16}]),
+        json!([{"numeratorRole": "a", "denominatorRole": "b", "min": "0.1", "max": "10"}]),
+        json!({"scaleDown": {"stabilizationWindowSeconds": 15}}),
+        &[4, 8],
+    );
+    let p = w.run(15, 15, &[wants(20, 4), wants(2, 8)]);
+    assert_eq!(
+        p.vector(),
+        vec![4, 7],
+        "b shrinks one step: {:?}",
+        p.roles[1].limits
+    );
+    assert!(
+        p.roles[0].limits.contains(&Limit::Bound { min: 1, max: 4 }),
+        "{:?}",
+        p.roles[0].limits
+    );
+}

@@ -176,16 +176,16 @@ fn counter_deltas(
 ) -> Result<BTreeMap<(Counter, String), f64>, &'static str> {
     let mut deltas = BTreeMap::new();
     for (key, &now) in &cur.counters {
-        if now.is_nan() {
-            return Err("a counter reads NaN");
+        if !now.is_finite() {
+            return Err("a counter reads NaN or infinity");
         }
         let before = match prev.counters.get(key) {
             Some(&before) => before,
             None if key.0 == Counter::Cached => 0.0,
             None => continue,
         };
-        if before.is_nan() {
-            return Err("a counter read NaN in the previous sample");
+        if !before.is_finite() {
+            return Err("a counter read NaN or infinity in the previous sample");
         }
         if now < before {
             return Err("a counter decreased");
