@@ -101,7 +101,7 @@ pub struct EngineSample {
     pub waiting: Option<f64>,
     /// SGLang decode servers: Σ requests whose KV is still arriving.
     pub decode_transfer: Option<f64>,
-    /// KV usage fraction per de-duplicated scheduler (NaN values left out).
+    /// KV usage fraction per de-duplicated scheduler (values outside [0, 1] left out).
     pub kv_usage: Vec<f64>,
     /// Counter children by (counter, identity key).
     pub counters: BTreeMap<(Counter, String), f64>,
@@ -128,7 +128,8 @@ impl EngineSample {
         let values: Vec<f64> = kids
             .iter()
             .map(|c| c.value)
-            .filter(|v| v.is_finite())
+            // A request count is finite and never negative; anything else is garbage.
+            .filter(|v| v.is_finite() && *v >= 0.0)
             .collect();
         if values.is_empty() {
             return None;
@@ -145,7 +146,8 @@ impl EngineSample {
         self.kv_usage = kids
             .iter()
             .map(|c| c.value)
-            .filter(|v| !v.is_nan())
+            // A usage fraction lies in [0, 1]; NaN, infinities and percentages are no reading.
+            .filter(|v| (0.0..=1.0).contains(v))
             .collect();
         self.note(name, true, format!("KV usage: {} scheduler(s)", kids.len()));
         true
@@ -179,7 +181,12 @@ impl EngineSample {
             return false;
         }
         for child in &buckets {
-            let Some(le) = child.label("le").and_then(|le| le.parse::<f64>().ok()) else {
+            // A boundary is finite or +Inf; `NaN` or `-Inf` drops just that bucket line.
+            let Some(le) = child
+                .label("le")
+                .and_then(|le| le.parse::<f64>().ok())
+                .filter(|le| le.is_finite() || *le == f64::INFINITY)
+            else {
                 continue;
             };
             let entry = self
@@ -211,8 +218,11 @@ impl EngineSample {
     fn process_marks(&mut self, page: &Page<'_>) {
         for sample in &page.samples {
             if sample.name.ends_with("_created") || sample.name == "process_start_time_seconds" {
+                // Label order on the page is not significant: key by sorted labels.
+                let mut labels: Vec<_> = page.labels(sample).iter().collect();
+                labels.sort_by(|a, b| a.name.cmp(b.name));
                 let mut key = sample.name.to_string();
-                for label in page.labels(sample) {
+                for label in labels {
                     key.push_str(&format!(",{}={}", label.name, label.value));
                 }
                 self.process_marks.insert(key, sample.value);

@@ -243,10 +243,14 @@ fn parse_sample<'a>(
         return Err("a sample line starts with a metric name");
     };
     let name = &line[..pos];
+    let after_name = pos;
     pos = skip_blanks(bytes, pos);
     if pos < bytes.len() && bytes[pos] == b'{' {
         pos = parse_labels(line, pos + 1, labels)?;
         pos = skip_blanks(bytes, pos);
+    } else if pos == after_name && pos < bytes.len() {
+        // `name+7` or `name.5` would otherwise read as a different sample.
+        return Err("the metric name must be followed by a space or '{'");
     }
     let value_start = pos;
     pos = token_end(bytes, pos);
@@ -364,6 +368,9 @@ fn fast_decimal(bytes: &[u8]) -> Option<f64> {
 }
 
 /// Parses `name="value",...}` starting after `{`; returns the position after `}`.
+/// Engines print fewer than ten labels per sample; more is not a page we can use.
+pub const MAX_LABELS_PER_SAMPLE: usize = 64;
+
 fn parse_labels<'a>(
     line: &'a str,
     mut pos: usize,
@@ -425,6 +432,10 @@ fn parse_labels<'a>(
         } else {
             Cow::Borrowed(raw)
         };
+        // Bounding the count keeps the duplicate check (quadratic) cheap on hostile lines.
+        if labels.len() - first >= MAX_LABELS_PER_SAMPLE {
+            return Err("a sample has more than 64 labels");
+        }
         if labels[first..].iter().any(|l| l.name == name) {
             return Err("a label name appears twice");
         }
@@ -572,5 +583,29 @@ mod tests {
         assert_eq!(lines, vec![2, 4, 5, 6, 7]);
         assert_eq!(page.skipped[1].reason, "a label name appears twice");
         assert_eq!(page.label(&page.samples[1], "a"), Some("b"));
+    }
+
+    #[test]
+    fn a_name_glued_to_its_value_is_refused_not_reread() {
+        let page = parse("vllm:num_requests_running+7\na-1 5\nfoo.5 3\nok{a=\"1\"}2\n");
+        let names: Vec<&str> = page.samples.iter().map(|s| s.name).collect();
+        assert_eq!(names, vec!["ok"], "only the labelled line is a sample");
+        assert_eq!(page.skipped.len(), 3);
+        assert!(
+            page.skipped
+                .iter()
+                .all(|s| s.reason == "the metric name must be followed by a space or '{'")
+        );
+    }
+
+    #[test]
+    fn a_line_with_too_many_labels_is_skipped() {
+        let labels: Vec<String> = (0..=MAX_LABELS_PER_SAMPLE)
+            .map(|i| format!("l{i}=\"v\""))
+            .collect();
+        let text = format!("wide{{{}}} 1\nnarrow 2\n", labels.join(","));
+        let page = parse(&text);
+        assert_eq!(page.samples.len(), 1);
+        assert_eq!(page.skipped[0].reason, "a sample has more than 64 labels");
     }
 }

@@ -61,7 +61,9 @@ fn estimate(sum: f64, contributing: usize, ready: u32) -> f64 {
     }
 }
 
-/// Sums `f` over readings where it is present and scales to the ready count.
+/// Sums `f` over readings where it is present and scales to the ready count by the Pods that
+/// report it (gauges exist from a process's start, so a Pod without one is a Pod we cannot
+/// read, not a zero).
 fn role_total(
     readings: &[&PodReading],
     ready: u32,
@@ -69,6 +71,25 @@ fn role_total(
 ) -> Option<f64> {
     let values: Vec<f64> = readings.iter().filter_map(|r| f(r)).collect();
     (!values.is_empty()).then(|| estimate(values.iter().sum(), values.len(), ready))
+}
+
+/// Sums a window rate over the Pods with windows and scales by how many Pods have windows:
+/// counter children are created on first use, so a windowed Pod without the counter produced
+/// nothing in the window and counts as zero; scaling by the reporters would double a
+/// one-of-two-Pods rate while coverage reads complete.
+fn role_rate(
+    windows: &[&PodReading],
+    ready: u32,
+    f: impl Fn(&crate::samples::PodWindow) -> Option<f64>,
+) -> Option<f64> {
+    let values: Vec<f64> = windows
+        .iter()
+        .filter_map(|r| {
+            let w = r.window.as_ref()?;
+            f(w).map(|tokens| tokens / w.elapsed_seconds)
+        })
+        .collect();
+    (!values.is_empty()).then(|| estimate(values.iter().sum(), windows.len(), ready))
 }
 
 pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
@@ -113,14 +134,8 @@ pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
                 .is_some_and(|w| w.prompt_tokens.is_some() || w.generation_tokens.is_some())
         })
         .collect();
-    let rate = |f: &dyn Fn(&crate::samples::PodWindow) -> Option<f64>| {
-        role_total(&windows, ready, |r| {
-            let w = r.window.as_ref()?;
-            f(w).map(|tokens| tokens / w.elapsed_seconds)
-        })
-    };
-    let prompt = rate(&|w| w.prompt_tokens);
-    let generation = rate(&|w| w.generation_tokens);
+    let prompt = role_rate(&windows, ready, |w| w.prompt_tokens);
+    let generation = role_rate(&windows, ready, |w| w.generation_tokens);
     let ttft = p95_seconds(
         windows
             .iter()
@@ -220,11 +235,12 @@ pub fn p95_seconds<'a>(deltas: impl Iterator<Item = &'a HistogramDelta>) -> Opti
         // No observation in the window: missing, not zero (unless only the mean knows).
         return mean;
     }
-    // Bucket children whose total is known; a child without +Inf and _count cannot say
-    // what 95 % of it is, so the buckets are not used at all.
+    // Children with observations and a known total; a child without +Inf and _count cannot
+    // say what 95 % of it is, so the buckets are not used at all. A child with observations
+    // but no finite buckets shares only +Inf with the others: the mean answers (§7).
     let with_buckets: Vec<(&HistogramDelta, f64)> = deltas
         .iter()
-        .filter(|d| !d.buckets.is_empty())
+        .filter(|d| !d.buckets.is_empty() || d.count.is_some_and(|c| c > 0.0))
         .map(|d| observations(d).map(|n| (*d, n)))
         .collect::<Option<Vec<_>>>()
         .unwrap_or_default();
@@ -308,6 +324,18 @@ mod tests {
         };
         let with_sum = delta(&[], 30.0, 10.0);
         assert_eq!(p95_seconds([&no_sum, &with_sum].into_iter()), Some(3.0));
+    }
+
+    #[test]
+    fn a_child_without_buckets_leaves_only_inf_in_common_so_the_mean_answers() {
+        // A: 10 observations at or below 0.1 s; B: 100 observations averaging 10 s, no buckets.
+        let a = delta(&[(0.1, 10.0), (f64::INFINITY, 10.0)], 0.5, 10.0);
+        let b = delta(&[], 1000.0, 100.0);
+        assert_eq!(p95_seconds([&a, &b].into_iter()), Some(1000.5 / 110.0));
+        // A child with buckets but no observations does not hide B.
+        let empty = delta(&[(0.001, 0.0), (f64::INFINITY, 0.0)], 0.0, 0.0);
+        let b = delta(&[], 500.0, 100.0);
+        assert_eq!(p95_seconds([&empty, &b].into_iter()), Some(5.0));
     }
 
     #[test]

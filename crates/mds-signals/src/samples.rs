@@ -1,8 +1,8 @@
 //! Per-Pod sample store and counter windows (D8, ENGINE-METRICS.md §5, §6).
 //!
 //! A Pod's rates need two valid samples of the same process. A restart, a decreasing counter
-//! or bucket, a NaN counter, a changed `_created` mark or a vanished series drops the Pod's
-//! baseline: the next sample starts a new window and yields no rate.
+//! or bucket, a NaN or infinite counter, a changed `_created` mark or a vanished series drops
+//! the Pod's baseline: the next sample starts a new window and yields no rate.
 
 use std::collections::BTreeMap;
 
@@ -167,9 +167,10 @@ fn window_between(
     })
 }
 
-/// Deltas of counter children present in both samples. A decrease or NaN is a reset; so is a
-/// child that vanished. A `Cached` child that first appears starts from zero (it is created on
-/// the first cache hit).
+/// Deltas of counter children. A decrease, NaN or infinity is a reset; so is a child that
+/// vanished. Children are created lazily, on first use (ENGINE-METRICS.md §1, §5.3), so a
+/// child that first appears in the same process starts from zero: its whole value fell in
+/// the window.
 fn counter_deltas(
     prev: &EngineSample,
     cur: &EngineSample,
@@ -181,8 +182,7 @@ fn counter_deltas(
         }
         let before = match prev.counters.get(key) {
             Some(&before) => before,
-            None if key.0 == Counter::Cached => 0.0,
-            None => continue,
+            None => 0.0,
         };
         if !before.is_finite() {
             return Err("a counter read NaN or infinity in the previous sample");
@@ -263,9 +263,13 @@ fn histogram_deltas(
         if *kind != latency {
             continue;
         }
-        let Some(before) = prev.histograms.get(&(latency, key.clone())) else {
-            continue; // a child created since: its window starts now
-        };
+        // A child created since the baseline (same process) saw all its observations in
+        // the window.
+        let empty = Histogram::default();
+        let before = prev
+            .histograms
+            .get(&(latency, key.clone()))
+            .unwrap_or(&empty);
         out.push(histogram_delta(before, now)?);
     }
     let vanished = prev
@@ -279,11 +283,18 @@ fn histogram_deltas(
 }
 
 fn histogram_delta(before: &Histogram, now: &Histogram) -> Result<HistogramDelta, &'static str> {
+    let new_child = before.buckets.is_empty() && before.count.is_none() && before.sum.is_none();
     let mut buckets = Vec::with_capacity(now.buckets.len());
     for &(le, count) in &now.buckets {
-        if let Some(&(_, earlier)) = before.buckets.iter().find(|(l, _)| *l == le) {
-            if count.is_nan() || earlier.is_nan() {
-                return Err("a histogram bucket reads NaN");
+        let earlier = before
+            .buckets
+            .iter()
+            .find(|(l, _)| *l == le)
+            .map(|&(_, c)| c)
+            .or(new_child.then_some(0.0));
+        if let Some(earlier) = earlier {
+            if !count.is_finite() || !earlier.is_finite() {
+                return Err("a histogram bucket reads NaN or infinity");
             }
             if count < earlier {
                 return Err("a histogram bucket decreased");
@@ -299,9 +310,10 @@ fn histogram_delta(before: &Histogram, now: &Histogram) -> Result<HistogramDelta
         return Err("a histogram bucket used in the previous sample vanished");
     }
     let diff = |a: Option<f64>, b: Option<f64>| -> Result<Option<f64>, &'static str> {
+        let a = a.or(new_child.then_some(0.0));
         match (a, b) {
-            (Some(a), Some(b)) if a.is_nan() || b.is_nan() => {
-                Err("a histogram count or sum reads NaN")
+            (Some(a), Some(b)) if !a.is_finite() || !b.is_finite() => {
+                Err("a histogram count or sum reads NaN or infinity")
             }
             (Some(a), Some(b)) if b < a => Err("a histogram count or sum decreased"),
             (Some(a), Some(b)) => Ok(Some(b - a)),

@@ -7,6 +7,10 @@
 
 use crate::observation::MAX_SAMPLED_PODS;
 
+/// The largest /metrics body read (spec: scraping is bounded in size and time). Engine pages
+/// run to a few hundred KiB; a larger body is refused, never parsed in part.
+pub const MAX_PAGE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// What the sampler knows of one Pod of the role (read from its labels, annotations and
 /// status by the shell).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]

@@ -316,6 +316,36 @@ fn inspect_metrics_refuses_unreadable_input_with_exit_2() {
     let page = format!("{FIXTURES}/vllm-0.12.0-a.txt");
     let out = mds(&["inspect-metrics", "--engine", "vllm", &page, &page], None);
     assert_eq!(out.status.code(), Some(2), "a second page needs --interval");
+    for interval in ["1e12", "1e300", "1e-12", "0", "NaN"] {
+        let out = mds(
+            &[
+                "inspect-metrics",
+                "--engine",
+                "vllm",
+                &page,
+                &page,
+                "--interval",
+                interval,
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(2), "--interval {interval}");
+        assert!(
+            text(&out.stderr).contains("--interval must be between 0.001 and 86400 seconds"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn inspect_metrics_refuses_a_page_over_the_size_limit() {
+    // Exactly one byte over, so the whole input is read and the pipe never breaks.
+    let huge = "x 1\n".repeat(16 * 1024 * 1024 / 4) + "\n";
+    let out = mds(&["inspect-metrics", "--engine", "vllm", "-"], Some(&huge));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("larger than 16777216 bytes"), "{stderr}");
 }
 
 #[test]

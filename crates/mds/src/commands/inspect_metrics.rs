@@ -11,6 +11,7 @@ use mds_signals::engine::{EngineKind, EngineSample, read};
 use mds_signals::exposition::{Page, parse};
 use mds_signals::observation::{RoleInputs, RoleObservation, observe_role};
 use mds_signals::samples::SampleStore;
+use mds_signals::scrape::MAX_PAGE_BYTES;
 use serde_json::{Value, json};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -49,14 +50,27 @@ pub struct Args {
     pub json: bool,
 }
 
+/// The range `--interval` accepts: a millisecond to a day (beyond, timestamps and window
+/// arithmetic stop meaning anything).
+const INTERVAL_SECONDS: std::ops::RangeInclusive<f64> = 0.001..=86_400.0;
+
 fn read_text(path: &PathBuf) -> Result<String, String> {
-    let bytes = if path.as_os_str() == "-" {
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| e.to_string())?;
-        bytes
+    use std::io::Read as _;
+    let reader: Box<dyn std::io::Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin())
     } else {
-        std::fs::read(path).map_err(|e| e.to_string())?
+        Box::new(std::fs::File::open(path).map_err(|e| e.to_string())?)
     };
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_PAGE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_PAGE_BYTES {
+        return Err(format!(
+            "larger than {MAX_PAGE_BYTES} bytes; the scaler refuses such a page"
+        ));
+    }
     String::from_utf8(bytes).map_err(|e| {
         format!(
             "not UTF-8 text (invalid byte at offset {})",
@@ -113,10 +127,10 @@ pub fn inspect(args: &Args, out: &mut String, err: &mut String) -> u8 {
     let samples: Vec<EngineSample> = pages.iter().map(|(_, page)| read(engine, page)).collect();
     let observation = match (samples.get(1), args.interval) {
         (Some(next), Some(interval)) => {
-            if !(interval > 0.0 && interval.is_finite()) {
+            if !INTERVAL_SECONDS.contains(&interval) {
                 let _ = writeln!(
                     err,
-                    "--interval must be a positive number of seconds, got {interval}"
+                    "--interval must be between 0.001 and 86400 seconds, got {interval}"
                 );
                 return 2;
             }
