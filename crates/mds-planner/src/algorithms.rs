@@ -85,11 +85,12 @@ pub fn proportional(
             add(o.prompt_tokens_per_second, o.generation_tokens_per_second)
         }
     };
-    let Some(total) = total else {
+    // A non-finite or negative total is garbage, not a load of zero or infinity.
+    let Some(total) = total.filter(|t| t.is_finite() && *t >= 0.0) else {
         return Recommendation::hold(
             current,
             Reason::WaitingForMetrics,
-            format!("{metric:?} is missing"),
+            format!("{metric:?} is missing or not a usable number"),
         );
     };
     let load = total / o.ready_replicas as f64;

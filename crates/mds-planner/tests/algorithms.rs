@@ -86,6 +86,20 @@ fn proportional_missing_metric_holds_and_never_reads_zero() {
 }
 
 #[test]
+fn proportional_garbage_totals_hold_instead_of_shrinking_to_one() {
+    for garbage in [f64::INFINITY, f64::NAN, -5.0] {
+        let mut w = proportional_world("QueueDepth", 6);
+        let p = w.pass(&[Some(requests(obs(6), garbage, 0.0))]);
+        assert_eq!(
+            (p.roles[0].raw, p.roles[0].algorithm_reason),
+            (6, Reason::WaitingForMetrics),
+            "running {garbage}"
+        );
+        assert_eq!(p.roles[0].constrained, 6);
+    }
+}
+
+#[test]
 fn a_role_without_its_own_target_follows_its_ratio() {
     let spec = json!({
         "targetRef": {"name": "md"},
