@@ -298,37 +298,27 @@ fn fast_decimal(bytes: &[u8]) -> Option<f64> {
     let mut digits = 0u32;
     let mut exponent: i32 = 0;
     let mut seen_digit = false;
+    let mut seen_point = false;
+    // Integer and fraction digits in one loop; each fraction digit lowers the exponent.
     while let Some(&b) = bytes.get(pos) {
-        if !b.is_ascii_digit() {
-            break;
-        }
-        seen_digit = true;
-        if mantissa != 0 || b != b'0' {
-            mantissa = mantissa * 10 + u64::from(b - b'0');
-            digits += 1;
-            if digits > 15 {
-                return None;
-            }
-        }
-        pos += 1;
-    }
-    if bytes.get(pos) == Some(&b'.') {
-        pos += 1;
-        while let Some(&b) = bytes.get(pos) {
-            if !b.is_ascii_digit() {
-                break;
-            }
-            seen_digit = true;
-            if mantissa != 0 || b != b'0' {
-                mantissa = mantissa * 10 + u64::from(b - b'0');
-                digits += 1;
-                if digits > 15 {
-                    return None;
+        match b {
+            b'0'..=b'9' => {
+                seen_digit = true;
+                if mantissa != 0 || b != b'0' {
+                    mantissa = mantissa * 10 + u64::from(b - b'0');
+                    digits += 1;
+                    if digits > 15 {
+                        return None;
+                    }
+                }
+                if seen_point {
+                    exponent -= 1;
                 }
             }
-            exponent -= 1;
-            pos += 1;
+            b'.' if !seen_point => seen_point = true,
+            _ => break,
         }
+        pos += 1;
     }
     if !seen_digit {
         return None;
@@ -475,6 +465,16 @@ fn unescape(raw: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_fast_path_takes_one_point_and_needs_a_digit() {
+        assert_eq!(fast_decimal(b"1."), Some(1.0));
+        assert_eq!(fast_decimal(b".5"), Some(0.5));
+        assert_eq!(fast_decimal(b"."), None);
+        assert_eq!(fast_decimal(b"1.2.3"), None);
+        assert_eq!(parse_value("1.2.3"), None);
+        assert_eq!(fast_decimal(b"-"), None);
+    }
 
     proptest! {
         #[test]
