@@ -24,6 +24,9 @@ pub mod values {
     pub const ITL_TARGET_MILLISECONDS: &str = "50";
     pub const HORIZON_SECONDS: i32 = 300;
     pub const MIN_POINTS: i32 = 6;
+    /// Entries kept per role history in status (spec, *Status*); admission warns about
+    /// stabilization windows longer than this many intervals.
+    pub const HISTORY_LIMIT: usize = 256;
     /// Used at planning time for omitted or nonpositive values; never stored.
     pub const Q_LEVEL: &str = "1";
     pub const Q_TREND: &str = "0.1";
@@ -124,11 +127,15 @@ fn default_predictive(params: &mut PredictiveParams) {
     params.min_points.get_or_insert(values::MIN_POINTS);
 }
 
-/// Stores `default` when the value is omitted or zero (the spec's "omission or zero stores").
+/// The value in effect for a field where "omission or zero stores the default" (spec,
+/// *Pacing and guards*); planning and admission read such fields through this.
+pub fn nonzero_or(value: Option<i32>, default: i32) -> i32 {
+    value.filter(|v| *v != 0).unwrap_or(default)
+}
+
+/// Stores `default` when the value is omitted or zero.
 fn store_unless_nonzero(value: &mut Option<i32>, default: i32) {
-    if value.unwrap_or(0) == 0 {
-        *value = Some(default);
-    }
+    *value = Some(nonzero_or(*value, default));
 }
 
 fn default_scale_up(scale_up: &mut ScaleUp) {

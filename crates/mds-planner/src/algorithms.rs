@@ -181,9 +181,7 @@ pub fn token_throughput(
     if o.ready_replicas == 0 {
         return Recommendation::hold(current, Reason::NoReadyReplicas, "no ready replica");
     }
-    // A window always spans at least one sampling interval, so it holds the newest sample even
-    // when the interval is longer than the window.
-    let window = |seconds: i64| state.window_mean(now, seconds.max(token.interval_seconds));
+    let window = |seconds: i64| state.window_mean(now, seconds);
     let mut rec = match window(token.stable_window_seconds) {
         None => Recommendation::hold(
             current,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use mds_api::defaults::{effective_algorithm_type, values};
+use mds_api::defaults::{effective_algorithm_type, nonzero_or, values};
 use mds_api::quantity::{Decimal, Quantity};
 use mds_api::spec::{
     AlgorithmType, ModelDeploymentScalerSpec, ProportionalMetric, StepPolicy, StepPolicyType,
@@ -55,13 +55,13 @@ impl Capacities {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TokenPolicy {
     pub capacities: Capacities,
+    /// Demand windows, each at least one sampling interval long so it always holds the newest
+    /// sample even when the interval is longer than the configured window.
     pub stable_window_seconds: i64,
     pub panic_window_seconds: i64,
     pub panic_threshold: f64,
     pub ttft_target_ms: f64,
     pub itl_target_ms: f64,
-    /// The sampling interval: a window always spans at least one.
-    pub interval_seconds: i64,
 }
 
 /// Predictive parameters.
@@ -198,12 +198,14 @@ fn token_policy(
                 None,
             )?,
         },
-        stable_window_seconds: p
+        stable_window_seconds: (p
             .stable_window_seconds
-            .unwrap_or(values::STABLE_WINDOW_SECONDS) as i64,
-        panic_window_seconds: p
+            .unwrap_or(values::STABLE_WINDOW_SECONDS) as i64)
+            .max(interval_seconds),
+        panic_window_seconds: (p
             .panic_window_seconds
-            .unwrap_or(values::PANIC_WINDOW_SECONDS) as i64,
+            .unwrap_or(values::PANIC_WINDOW_SECONDS) as i64)
+            .max(interval_seconds),
         panic_threshold: f(
             "panicThreshold",
             p.panic_threshold.as_ref(),
@@ -222,7 +224,6 @@ fn token_policy(
             Some(values::ITL_TARGET_MILLISECONDS),
         )?
         .unwrap_or(50.0),
-        interval_seconds,
     })
 }
 
@@ -373,33 +374,27 @@ impl Policy {
         let behavior = spec.behavior.clone().unwrap_or_default();
         let up = behavior.scale_up.unwrap_or_default();
         let down = behavior.scale_down.unwrap_or_default();
-        // "Omission or zero stores the default" (spec, Pacing and guards).
-        let nonzero = |v: Option<i32>, d: i32| v.filter(|v| *v != 0).unwrap_or(d);
         Ok(Policy {
             roles,
             ratios,
             algorithm,
-            interval_seconds: spec
-                .sampling
-                .as_ref()
-                .and_then(|s| s.interval_seconds)
-                .unwrap_or(values::INTERVAL_SECONDS) as i64,
+            interval_seconds,
             scale_up_window_seconds: up
                 .stabilization_window_seconds
                 .unwrap_or(values::SCALE_UP_STABILIZATION_WINDOW_SECONDS)
                 as i64,
-            max_step_replicas: nonzero(up.max_step_replicas, values::MAX_STEP_REPLICAS),
-            max_step_percent: nonzero(up.max_step_percent, values::MAX_STEP_PERCENT),
+            max_step_replicas: nonzero_or(up.max_step_replicas, values::MAX_STEP_REPLICAS),
+            max_step_percent: nonzero_or(up.max_step_percent, values::MAX_STEP_PERCENT),
             scale_up_step: step(up.step_policy.as_ref()),
-            scale_down_window_seconds: nonzero(
+            scale_down_window_seconds: nonzero_or(
                 down.stabilization_window_seconds,
                 values::SCALE_DOWN_STABILIZATION_WINDOW_SECONDS,
             ) as i64,
-            cooldown_after_abort_seconds: nonzero(
+            cooldown_after_abort_seconds: nonzero_or(
                 down.cooldown_after_abort_seconds,
                 values::COOLDOWN_AFTER_ABORT_SECONDS,
             ) as i64,
-            decode_grace_seconds: nonzero(
+            decode_grace_seconds: nonzero_or(
                 down.decode_post_scale_up_grace_seconds,
                 values::DECODE_POST_SCALE_UP_GRACE_SECONDS,
             ) as i64,

@@ -30,8 +30,9 @@ pub struct SolverBand {
     pub target: Option<Decimal>,
 }
 
-/// Values tried before the search gives up (per component).
-pub const WORK_LIMIT: u64 = 200_000;
+/// Values tried before the search gives up (per component): the same bound as admission's
+/// feasibility check.
+pub use mds_api::ratio_feasibility::DEFAULT_WORK_LIMIT as WORK_LIMIT;
 
 /// The objective of a complete vector, compared lexicographically.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,8 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use jiff::Timestamp;
 
-/// At most this many entries per history (spec, *Status*).
-pub const HISTORY_LIMIT: usize = 256;
+pub use mds_api::defaults::values::HISTORY_LIMIT;
 
 /// A local-linear-trend Kalman filter over a role's demand (tokens per second).
 #[derive(Clone, Debug, PartialEq)]

@@ -255,7 +255,7 @@ fn check_rebalance(spec: &ModelDeploymentScalerSpec, report: &mut Report) {
 /// guards would never move.
 fn check_history_reach(spec: &ModelDeploymentScalerSpec, report: &mut Report) {
     use crate::defaults::values;
-    const HISTORY: i64 = 256;
+    const HISTORY: i64 = values::HISTORY_LIMIT as i64;
     let interval = spec
         .sampling
         .as_ref()
@@ -266,18 +266,19 @@ fn check_history_reach(spec: &ModelDeploymentScalerSpec, report: &mut Report) {
         .scale_up
         .and_then(|u| u.stabilization_window_seconds)
         .unwrap_or(values::SCALE_UP_STABILIZATION_WINDOW_SECONDS) as i64;
-    let down = behavior
-        .scale_down
-        .and_then(|d| d.stabilization_window_seconds)
-        .filter(|w| *w != 0)
-        .unwrap_or(values::SCALE_DOWN_STABILIZATION_WINDOW_SECONDS) as i64;
+    let down = crate::defaults::nonzero_or(
+        behavior
+            .scale_down
+            .and_then(|d| d.stabilization_window_seconds),
+        values::SCALE_DOWN_STABILIZATION_WINDOW_SECONDS,
+    ) as i64;
     let reach = HISTORY * interval;
     for (direction, window, effect) in [("scaleUp", up, "grow"), ("scaleDown", down, "shrink")] {
         if window > reach {
             report.warn(
                 format!("spec.behavior.{direction}.stabilizationWindowSeconds"),
                 format!(
-                    "{window} s is longer than the 256-sample history reaches at intervalSeconds {interval} ({reach} s), so roles can never {effect}; raise intervalSeconds or shorten the window"
+                    "{window} s is longer than the {HISTORY}-sample history reaches at intervalSeconds {interval} ({reach} s), so roles can never {effect}; raise intervalSeconds or shorten the window"
                 ),
             );
         }
