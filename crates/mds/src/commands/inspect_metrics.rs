@@ -54,31 +54,6 @@ pub struct Args {
 /// arithmetic stop meaning anything).
 const INTERVAL_SECONDS: std::ops::RangeInclusive<f64> = 0.001..=86_400.0;
 
-fn read_text(path: &PathBuf) -> Result<String, String> {
-    use std::io::Read as _;
-    let reader: Box<dyn std::io::Read> = if path.as_os_str() == "-" {
-        Box::new(std::io::stdin())
-    } else {
-        Box::new(std::fs::File::open(path).map_err(|e| e.to_string())?)
-    };
-    let mut bytes = Vec::new();
-    reader
-        .take(MAX_PAGE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > MAX_PAGE_BYTES {
-        return Err(format!(
-            "larger than {MAX_PAGE_BYTES} bytes; the scaler refuses such a page"
-        ));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "not UTF-8 text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        )
-    })
-}
-
 pub fn run(args: &Args) -> ExitCode {
     let mut out = String::new();
     let mut err = String::new();
@@ -100,7 +75,8 @@ pub fn inspect(args: &Args, out: &mut String, err: &mut String) -> u8 {
     };
     let mut texts = Vec::new();
     for path in std::iter::once(&args.page).chain(args.next_page.as_ref()) {
-        match read_text(path) {
+        // The scaler refuses pages over MAX_PAGE_BYTES; so does the inspection.
+        match super::read_text(path, MAX_PAGE_BYTES) {
             Ok(text) => texts.push((path.display().to_string(), text)),
             Err(reason) => {
                 let _ = writeln!(err, "{}: cannot read: {reason}", path.display());

@@ -3,7 +3,40 @@ pub mod inspect_metrics;
 pub mod replay;
 pub mod validate;
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// The largest manifest or timeline a command reads; far above any real one.
+pub const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Reads a file, or standard input for `-`, refusing more than `limit` bytes. The error says
+/// why, for a `PATH: cannot read: REASON` line.
+pub fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    let reader: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).map_err(|e| e.to_string())?)
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("larger than {limit} bytes; refused"));
+    }
+    Ok(bytes)
+}
+
+/// [`read_input`] for text: invalid UTF-8 is refused with the offset of the first bad byte.
+pub fn read_text(path: &Path, limit: u64) -> Result<String, String> {
+    String::from_utf8(read_input(path, limit)?).map_err(|e| {
+        format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
 
 /// Writes a command's output. A closed pipe (`mds validate ... | head`) is not an error of
 /// ours: the rest is dropped quietly instead of panicking like `print!` would.

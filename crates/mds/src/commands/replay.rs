@@ -24,11 +24,12 @@ pub struct Args {
     pub json: bool,
 }
 
-fn read(path: &PathBuf) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+fn read(path: &std::path::Path) -> Result<String, String> {
+    super::read_text(path, super::MAX_INPUT_BYTES)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))
 }
 
-fn yaml<T: serde::de::DeserializeOwned>(path: &PathBuf) -> Result<T, String> {
+fn yaml<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T, String> {
     let text = read(path)?;
     serde_yaml_ng::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }

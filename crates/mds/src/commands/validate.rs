@@ -1,7 +1,6 @@
 //! `mds validate`: the admission rules offline, for CI and GitOps pipelines.
 
 use std::fmt::Write as _;
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -68,7 +67,7 @@ pub fn run(args: &Args) -> ExitCode {
         .chain(&args.targets)
         .map(|path| Input {
             name: path.display().to_string(),
-            bytes: read_input(path).map_err(|e| e.to_string()),
+            bytes: super::read_input(path, super::MAX_INPUT_BYTES),
         })
         .collect();
     let target_sources: Vec<String> = args
@@ -87,16 +86,6 @@ pub fn run(args: &Args) -> ExitCode {
     );
     super::emit(&stdout, &stderr);
     ExitCode::from(outcome as u8)
-}
-
-fn read_input(path: &PathBuf) -> std::io::Result<Vec<u8>> {
-    if path.as_os_str() == "-" {
-        let mut bytes = Vec::new();
-        std::io::stdin().read_to_end(&mut bytes)?;
-        Ok(bytes)
-    } else {
-        std::fs::read(path)
-    }
 }
 
 /// The whole command without I/O: output goes to two strings, the outcome is returned.
