@@ -602,21 +602,7 @@ fn rebalance_step(
         }
         rebalance::Step::Release { donor, vector } => {
             let receiver = rb.receiver_role.clone().unwrap_or_default();
-            let decision = protocol::decision_id(input.scaler.name, term, now);
-            record_commit(
-                pass,
-                target,
-                binding,
-                term,
-                &vector,
-                &decision,
-                WriteKind::Commit,
-            );
-            pass.status.last_scale_down = Some(protocol::scale_down_record(
-                &donor,
-                &current,
-                vector[&donor],
-            ));
+            let decision = commit_vector(pass, target, binding, term, memory, &vector);
             if let Some(r) = pass.status.rebalance.as_mut() {
                 r.donor_role = Some(donor.clone());
                 r.donor_target_replicas = Some(vector[&donor]);
@@ -633,31 +619,8 @@ fn rebalance_step(
             true
         }
         rebalance::Step::Acquire { vector } => {
-            let decision = protocol::decision_id(input.scaler.name, term, now);
-            record_commit(
-                pass,
-                target,
-                binding,
-                term,
-                &vector,
-                &decision,
-                WriteKind::Commit,
-            );
-            pass.status.pending_cohort = Some(PendingCohort {
-                decision_id: decision.clone(),
-                term,
-                baseline_vector: current.clone(),
-                target_vector: vector.clone(),
-                started_at: Some(Time(now)),
-            });
+            let decision = commit_vector(pass, target, binding, term, memory, &vector);
             let receiver = rb.receiver_role.clone().unwrap_or_default();
-            if let Some(planner) = memory.planner.as_mut() {
-                planner
-                    .roles
-                    .entry(receiver.clone())
-                    .or_default()
-                    .last_scale_up = Some(now);
-            }
             if let Some(r) = pass.status.rebalance.as_mut() {
                 r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
             }
@@ -733,16 +696,7 @@ fn scale_down_outcome(pass: &mut Pass, target: &Target, binding: &str, term: i64
         .and_then(|d| d.cooldown_after_abort_seconds)
         .filter(|s| *s > 0)
         .unwrap_or(values::COOLDOWN_AFTER_ABORT_SECONDS);
-    let decision = protocol::decision_id(pass.input.scaler.name, term, now);
-    record_commit(
-        pass,
-        target,
-        binding,
-        term,
-        &restore,
-        &decision,
-        WriteKind::Restore,
-    );
+    record_commit(pass, target, binding, term, &restore, WriteKind::Restore);
     let l = pass.status.last_scale_down.as_mut().expect("present");
     l.outcome = ScaleDownOutcome::Aborted;
     l.aborted_at = Some(Time(now));
@@ -813,16 +767,7 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
                     *now = (*now).min(from);
                 }
             }
-            let decision = protocol::decision_id(pass.input.scaler.name, term, pass.now());
-            record_commit(
-                pass,
-                target,
-                binding,
-                term,
-                &baseline,
-                &decision,
-                WriteKind::Rollback,
-            );
+            record_commit(pass, target, binding, term, &baseline, WriteKind::Rollback);
             pass.status.pending_cohort = None;
             let receiver = unadmitted.first().map(|(role, _)| role.clone());
             // Within one episode a donation is attempted once; our own commits do not end it.
@@ -973,17 +918,32 @@ fn commit(pass: &mut Pass, target: &Target, binding: &str, term: i64, memory: &m
     if changes.is_empty() {
         return;
     }
-    let now = pass.now();
-    let decision = protocol::decision_id(pass.input.scaler.name, term, now);
-    record_commit(
-        pass,
-        target,
-        binding,
-        term,
-        &vector,
-        &decision,
-        WriteKind::Commit,
+    let decision = commit_vector(pass, target, binding, term, memory, &vector);
+    let summary: Vec<String> = changes
+        .iter()
+        .map(|(r, (a, b))| format!("{r} {a}->{b}"))
+        .collect();
+    pass.event(
+        false,
+        "Scaled",
+        format!("decision {decision}: {}", summary.join(", ")),
     );
+}
+
+/// Commits `vector` and records what it starts: a pending cohort and the scale-up time of
+/// every grown role, the scale-down record of a shrunk role. Returns the decision ID.
+fn commit_vector(
+    pass: &mut Pass,
+    target: &Target,
+    binding: &str,
+    term: i64,
+    memory: &mut Memory,
+    vector: &ReplicaVector,
+) -> String {
+    let now = pass.now();
+    let current = protocol::current_vector(target.deployment);
+    let changes = protocol::changes(&current, vector);
+    let decision = record_commit(pass, target, binding, term, vector, WriteKind::Commit);
     let grown: Vec<&String> = changes
         .iter()
         .filter(|(_, (a, b))| b > a)
@@ -1010,27 +970,19 @@ fn commit(pass: &mut Pass, target: &Target, binding: &str, term: i64, memory: &m
     if let Some((role, (_, to))) = changes.iter().find(|(_, (a, b))| b < a) {
         pass.status.last_scale_down = Some(protocol::scale_down_record(role, &current, *to));
     }
-    let summary: Vec<String> = changes
-        .iter()
-        .map(|(r, (a, b))| format!("{r} {a}->{b}"))
-        .collect();
-    pass.event(
-        false,
-        "Scaled",
-        format!("decision {decision}: {}", summary.join(", ")),
-    );
+    decision
 }
 
-/// Writes `vector` with a new decision and records `lastCommit`.
+/// Writes `vector` with a new decision and records `lastCommit`; returns the decision ID.
 fn record_commit(
     pass: &mut Pass,
     target: &Target,
     binding: &str,
     term: i64,
     vector: &ReplicaVector,
-    decision: &str,
     kind: WriteKind,
-) {
+) -> String {
+    let decision = protocol::decision_id(pass.input.scaler.name, term, pass.now());
     let current = protocol::current_vector(target.deployment);
     let payload = DecisionPayload {
         decision_id: decision.to_string(),
@@ -1060,6 +1012,7 @@ fn record_commit(
             generation
         }),
     });
+    decision
 }
 
 /// Conditions, memory and the status-write decision.
