@@ -55,6 +55,12 @@ pub fn decision_id(scaler: &str, term: i64, now: Timestamp) -> String {
     format!("{scaler}-t{term}-{}", now.as_millisecond())
 }
 
+/// When a decision was made, read back from its ID (`None` for an ID not in our format).
+pub fn decision_time(decision_id: &str) -> Option<Timestamp> {
+    let ms = decision_id.rsplit('-').next()?.parse::<i64>().ok()?;
+    Timestamp::from_millisecond(ms).ok()
+}
+
 /// The target's current counts by role.
 pub fn current_vector(md: &ModelDeployment) -> ReplicaVector {
     md.spec
@@ -199,4 +205,17 @@ pub fn changes(before: &ReplicaVector, after: &ReplicaVector) -> BTreeMap<String
             (from != to).then(|| (role.clone(), (from, to)))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decision_time_reads_back_from_its_id() {
+        let now: Timestamp = "2026-11-30T10:00:00.123Z".parse().unwrap();
+        let id = decision_id("my-scaler", 3, now);
+        assert_eq!(decision_time(&id), Some(now));
+        assert_eq!(decision_time("hand-written"), None);
+    }
 }

@@ -418,14 +418,7 @@ fn recover_lost_commit(pass: &mut Pass, target: &Target, term: i64) {
     if baseline.is_empty() {
         return; // nothing to compare with: the commit's effects are unknown
     }
-    // Decision IDs end with the commit's unix milliseconds.
-    let at = decision
-        .decision_id
-        .rsplit('-')
-        .next()
-        .and_then(|ms| ms.parse::<i64>().ok())
-        .and_then(|ms| Timestamp::from_millisecond(ms).ok())
-        .unwrap_or(pass.input.now);
+    let at = protocol::decision_time(&decision.decision_id).unwrap_or(pass.input.now);
     let changes = protocol::changes(&baseline, &decision.vector);
     pass.status.last_commit = Some(LastCommit {
         decision_id: decision.decision_id.clone(),
