@@ -22,8 +22,8 @@ pub struct TargetShape {
     /// `spec.roles[i].name` and `.replicas`, in order.
     pub roles: Vec<(String, i32)>,
     pub has_annotations: bool,
-    pub binding: Option<String>,
-    pub decision: Option<String>,
+    /// The decision annotation is present (a release removes it only then).
+    pub has_decision: bool,
     pub resource_version: Option<String>,
 }
 
@@ -100,7 +100,7 @@ pub fn release(target: &TargetShape, binding: &str) -> Vec<PatchOp> {
             path: annotation_pointer(BINDING_ANNOTATION),
         },
     ];
-    if target.decision.is_some() {
+    if target.has_decision {
         ops.push(PatchOp::Remove {
             path: annotation_pointer(DECISION_ANNOTATION),
         });
@@ -116,8 +116,7 @@ mod tests {
         TargetShape {
             roles: vec![("prefill".into(), 3), ("decode".into(), 4)],
             has_annotations: true,
-            binding: Some("B".into()),
-            decision: None,
+            has_decision: false,
             resource_version: Some("17".into()),
         }
     }
@@ -162,7 +161,7 @@ mod tests {
     #[test]
     fn release_removes_both_annotations_after_testing_ownership() {
         let mut s = shape();
-        s.decision = Some("D".into());
+        s.has_decision = true;
         let ops = release(&s, "B");
         assert!(matches!(&ops[0], PatchOp::Test { value, .. } if value == "B"));
         assert_eq!(ops.len(), 3);

@@ -76,7 +76,7 @@ pub enum CohortState {
     /// Every added ordinal is admitted.
     Admitted,
     /// Still waiting, within the timeout.
-    Waiting { unadmitted: Vec<(String, i32)> },
+    Waiting,
     /// Roll back: an ordinal was parked, or the timeout passed with ordinals unadmitted.
     Exhausted {
         unadmitted: Vec<(String, i32)>,
@@ -122,7 +122,7 @@ pub fn cohort_state(
     if parked || expired {
         CohortState::Exhausted { unadmitted, parked }
     } else {
-        CohortState::Waiting { unadmitted }
+        CohortState::Waiting
     }
 }
 

@@ -72,8 +72,7 @@ fn shape(target: &Target) -> TargetShape {
             .annotations
             .as_ref()
             .is_some_and(|a| !a.is_empty()),
-        binding: protocol::annotation(md, BINDING_ANNOTATION).map(str::to_string),
-        decision: protocol::annotation(md, DECISION_ANNOTATION).map(str::to_string),
+        has_decision: protocol::annotation(md, DECISION_ANNOTATION).is_some(),
         resource_version: md.metadata.resource_version.clone(),
     }
 }
@@ -745,7 +744,7 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
                 pass.status.rebalance = None;
             }
         }
-        CohortState::Waiting { .. } => guards.unadmitted_ordinals = true,
+        CohortState::Waiting => guards.unadmitted_ordinals = true,
         CohortState::Exhausted { unadmitted, parked } => {
             // Seen before this rollback's own commit record replaces lastCommit (D22).
             let external = external_change(pass, target);
