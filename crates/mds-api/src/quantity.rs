@@ -22,7 +22,6 @@ pub struct Decimal {
 }
 
 impl Decimal {
-    pub const ZERO: Decimal = Decimal { nanos: 0 };
     pub const ONE: Decimal = Decimal {
         nanos: NANOS_PER_UNIT,
     };

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::Report;
 use super::names::{NamedRole, generated_name_problems};
 use crate::spec::ModelDeploymentScalerSpec;
-use crate::target::{EngineKind, ModelDeployment, RoleKind, TargetRole};
+use crate::target::{ModelDeployment, RoleKind, TargetRole};
 
 pub(super) fn check(
     spec: &ModelDeploymentScalerSpec,
@@ -126,8 +126,8 @@ pub(super) fn check(
         }
     }
 
-    if let Some(engine) = &target.spec.engine
-        && let Err(unknown) = EngineKind::from_name(&engine.name)
+    if target.spec.engine.is_some()
+        && let Err(unknown) = target.engine_kind()
     {
         report.warn(
             "spec.targetRef.name",

@@ -4,10 +4,11 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use mds_api::ModelDeploymentScaler;
 use mds_api::defaults::default_spec;
+use mds_api::spec::{GROUP, VERSION};
 use mds_api::target::ModelDeployment;
 use mds_api::validation::{Report, validate_scaler};
-use mds_api::{ModelDeploymentScaler, spec::GROUP};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -156,7 +157,7 @@ pub fn check_inputs(
             (Some("ModelDeploymentScaler"), group) => {
                 let _ = writeln!(
                     out,
-                    "{}: ModelDeploymentScaler: invalid\n  apiVersion: group {:?} is not {GROUP}; use apiVersion: {GROUP}/v1",
+                    "{}: ModelDeploymentScaler: invalid\n  apiVersion: group {:?} is not {GROUP}; use apiVersion: {GROUP}/{VERSION}",
                     doc.label(),
                     group.unwrap_or("")
                 );
