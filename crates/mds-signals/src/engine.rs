@@ -153,6 +153,15 @@ impl EngineSample {
         true
     }
 
+    /// Adds every child of a counter family and notes the family when it has any.
+    fn counter(&mut self, f: &Families, name: &str, counter: Counter, note: &str) -> bool {
+        let added = self.add_counter(f, name, counter, |_| true) > 0;
+        if added {
+            self.note(name, true, note);
+        }
+        added
+    }
+
     fn add_counter(
         &mut self,
         f: &Families,
@@ -287,66 +296,53 @@ fn read_vllm(f: &Families, sample: &mut EngineSample) {
         sample.kv_fractions(f, name);
     }
 
-    if sample.add_counter(f, "vllm:prompt_tokens_total", Counter::Prompt, |_| true) > 0 {
-        sample.note(
-            "vllm:prompt_tokens_total",
-            true,
-            "prompt tokens (cached included)",
-        );
-    }
-    if sample.add_counter(
+    sample.counter(
+        f,
+        "vllm:prompt_tokens_total",
+        Counter::Prompt,
+        "prompt tokens (cached included)",
+    );
+    sample.counter(
         f,
         "vllm:generation_tokens_total",
         Counter::Generation,
-        |_| true,
-    ) > 0
-    {
-        sample.note("vllm:generation_tokens_total", true, "generation tokens");
-    }
-    if sample.add_counter(
-        f,
+        "generation tokens",
+    );
+    let hit_names = [
         "vllm:prefix_cache_hits_total",
-        Counter::PrefixHits,
-        |_| true,
-    ) > 0
-    {
-        sample.note(
-            "vllm:prefix_cache_hits_total",
-            true,
-            "prefix-cache hit tokens, subtracted from prompt tokens",
-        );
-        if f.has("vllm:gpu_prefix_cache_hits_total") {
-            sample.note(
-                "vllm:gpu_prefix_cache_hits_total",
-                false,
-                shadowed_note("vllm:prefix_cache_hits_total"),
-            );
-        }
-    } else if f.has("vllm:gpu_prefix_cache_hits_total") {
-        // 0.8.x counts blocks, not tokens: subtracting them would be wrong (§5.3).
-        let in_blocks = f
-            .page
-            .help("vllm:gpu_prefix_cache_hits_total")
-            .is_some_and(|h| h.to_ascii_lowercase().contains("block"));
-        if in_blocks {
-            sample.note(
-                "vllm:gpu_prefix_cache_hits_total",
-                false,
-                "counts blocks (HELP says so), not tokens; prompt demand uses prompt tokens alone",
-            );
-        } else {
-            sample.add_counter(
+        "vllm:gpu_prefix_cache_hits_total",
+    ];
+    match preferred(f, sample, &hit_names, false) {
+        Some(name) if name == hit_names[0] => {
+            sample.counter(
                 f,
-                "vllm:gpu_prefix_cache_hits_total",
+                name,
                 Counter::PrefixHits,
-                |_| true,
-            );
-            sample.note(
-                "vllm:gpu_prefix_cache_hits_total",
-                true,
-                "legacy prefix-cache hit tokens, subtracted from prompt tokens",
+                "prefix-cache hit tokens, subtracted from prompt tokens",
             );
         }
+        Some(legacy) => {
+            // 0.8.x counts blocks, not tokens: subtracting them would be wrong (§5.3).
+            let in_blocks = f
+                .page
+                .help(legacy)
+                .is_some_and(|h| h.to_ascii_lowercase().contains("block"));
+            if in_blocks {
+                sample.note(
+                    legacy,
+                    false,
+                    "counts blocks (HELP says so), not tokens; prompt demand uses prompt tokens alone",
+                );
+            } else {
+                sample.counter(
+                    f,
+                    legacy,
+                    Counter::PrefixHits,
+                    "legacy prefix-cache hit tokens, subtracted from prompt tokens",
+                );
+            }
+        }
+        None => {}
     }
     let not_subtracted = [
         (
@@ -388,26 +384,18 @@ fn read_sglang(f: &Families, sample: &mut EngineSample) {
     );
     sample.kv_fractions(f, "sglang:token_usage");
 
-    if sample.add_counter(f, "sglang:prompt_tokens_total", Counter::Prompt, |_| true) > 0 {
-        sample.note(
-            "sglang:prompt_tokens_total",
-            true,
-            "prompt tokens of finished requests (cached included)",
-        );
-    }
-    if sample.add_counter(
+    sample.counter(
+        f,
+        "sglang:prompt_tokens_total",
+        Counter::Prompt,
+        "prompt tokens of finished requests (cached included)",
+    );
+    sample.counter(
         f,
         "sglang:generation_tokens_total",
         Counter::Generation,
-        |_| true,
-    ) > 0
-    {
-        sample.note(
-            "sglang:generation_tokens_total",
-            true,
-            "generation tokens of finished requests",
-        );
-    }
+        "generation tokens of finished requests",
+    );
     let effective = "sglang:prefill_effective_tokens_total";
     let inputs = sample.add_counter(f, effective, Counter::EffectiveInput, |c| {
         c.label("mode") == Some("input")
@@ -425,13 +413,12 @@ fn read_sglang(f: &Families, sample: &mut EngineSample) {
             "tokens actually prefilled (mode=input), and per-tier hits",
         );
     }
-    if sample.add_counter(f, "sglang:cached_tokens_total", Counter::Cached, |_| true) > 0 {
-        sample.note(
-            "sglang:cached_tokens_total",
-            true,
-            "cached prompt tokens, used when effective tokens are absent",
-        );
-    }
+    sample.counter(
+        f,
+        "sglang:cached_tokens_total",
+        Counter::Cached,
+        "cached prompt tokens, used when effective tokens are absent",
+    );
 
     sample.add_histogram(f, "sglang:time_to_first_token_seconds", Latency::Ttft);
     if let Some(base) = preferred(

@@ -466,3 +466,40 @@ fn a_window_without_rates_does_not_count_as_coverage() {
     assert!(!o.coverage_complete, "pod-2 has no rate window");
     close(o.prompt_tokens_per_second, 4000.0); // pod-1's 2000 scaled to 2 ready
 }
+
+#[test]
+fn prefix_hit_names_the_preferred_counter_and_explains_the_legacy_one() {
+    let series = |page: &str| -> Vec<(String, bool, String)> {
+        read(EngineKind::Vllm, &parse(page))
+            .series
+            .into_iter()
+            .filter(|s| s.name.contains("prefix_cache_hits"))
+            .map(|s| (s.name, s.used, s.note))
+            .collect()
+    };
+    let both = "vllm:prefix_cache_hits_total 5\nvllm:gpu_prefix_cache_hits_total 5\n";
+    assert_eq!(
+        series(both),
+        vec![
+            (
+                "vllm:gpu_prefix_cache_hits_total".to_string(),
+                false,
+                "legacy name; vllm:prefix_cache_hits_total is preferred and never summed with it"
+                    .to_string()
+            ),
+            (
+                "vllm:prefix_cache_hits_total".to_string(),
+                true,
+                "prefix-cache hit tokens, subtracted from prompt tokens".to_string()
+            ),
+        ]
+    );
+    let blocks = "# HELP vllm:gpu_prefix_cache_hits_total Prefix cache hits, in blocks.\n\
+                  vllm:gpu_prefix_cache_hits_total 5\n";
+    let s = read(EngineKind::Vllm, &parse(blocks));
+    assert!(s.counters.is_empty(), "block counts are never subtracted");
+    assert_eq!(series(blocks)[0].1, false);
+    let tokens = "vllm:gpu_prefix_cache_hits_total 5\n";
+    assert_eq!(read(EngineKind::Vllm, &parse(tokens)).counters.len(), 1);
+    assert_eq!(series(tokens)[0].1, true);
+}
