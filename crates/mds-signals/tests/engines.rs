@@ -498,8 +498,8 @@ fn prefix_hit_names_the_preferred_counter_and_explains_the_legacy_one() {
                   vllm:gpu_prefix_cache_hits_total 5\n";
     let s = read(EngineKind::Vllm, &parse(blocks));
     assert!(s.counters.is_empty(), "block counts are never subtracted");
-    assert_eq!(series(blocks)[0].1, false);
+    assert!(!series(blocks)[0].1);
     let tokens = "vllm:gpu_prefix_cache_hits_total 5\n";
     assert_eq!(read(EngineKind::Vllm, &parse(tokens)).counters.len(), 1);
-    assert_eq!(series(tokens)[0].1, true);
+    assert!(series(tokens)[0].1);
 }
