@@ -133,6 +133,34 @@ pub fn nonzero_or(value: Option<i32>, default: i32) -> i32 {
     value.filter(|v| *v != 0).unwrap_or(default)
 }
 
+/// The values in effect for fields the core and the planner both read, whether or not the
+/// spec was defaulted (one rule per field, here).
+impl ModelDeploymentScalerSpec {
+    pub fn interval_seconds(&self) -> i64 {
+        self.sampling
+            .as_ref()
+            .and_then(|s| s.interval_seconds)
+            .unwrap_or(values::INTERVAL_SECONDS) as i64
+    }
+
+    pub fn pending_timeout_seconds(&self) -> i64 {
+        self.sampling
+            .as_ref()
+            .and_then(|s| s.pending_timeout_seconds)
+            .unwrap_or(values::PENDING_TIMEOUT_SECONDS) as i64
+    }
+
+    pub fn cooldown_after_abort_seconds(&self) -> i64 {
+        nonzero_or(
+            self.behavior
+                .as_ref()
+                .and_then(|b| b.scale_down.as_ref())
+                .and_then(|d| d.cooldown_after_abort_seconds),
+            values::COOLDOWN_AFTER_ABORT_SECONDS,
+        ) as i64
+    }
+}
+
 /// Stores `default` when the value is omitted or zero.
 fn store_unless_nonzero(value: &mut Option<i32>, default: i32) {
     *value = Some(nonzero_or(*value, default));

@@ -207,3 +207,33 @@ fn defaulting_is_idempotent_and_keeps_valid_specs_valid() {
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     }
 }
+
+#[test]
+fn effective_values_match_what_defaulting_stores() {
+    let undefaulted = spec(&token_throughput());
+    let stored = defaulted(token_throughput());
+    for s in [&undefaulted, &stored] {
+        assert_eq!(s.interval_seconds(), values::INTERVAL_SECONDS as i64);
+        assert_eq!(
+            s.pending_timeout_seconds(),
+            values::PENDING_TIMEOUT_SECONDS as i64
+        );
+        assert_eq!(
+            s.cooldown_after_abort_seconds(),
+            values::COOLDOWN_AFTER_ABORT_SECONDS as i64
+        );
+    }
+    let mut value = token_throughput();
+    value["behavior"] = json!({"scaleDown": {"cooldownAfterAbortSeconds": 0}});
+    value["sampling"] = json!({"intervalSeconds": 30, "pendingTimeoutSeconds": 120});
+    let s = spec(&value);
+    assert_eq!(
+        s.cooldown_after_abort_seconds(),
+        values::COOLDOWN_AFTER_ABORT_SECONDS as i64,
+        "zero uses the default"
+    );
+    assert_eq!(
+        (s.interval_seconds(), s.pending_timeout_seconds()),
+        (30, 120)
+    );
+}

@@ -7,7 +7,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mds_api::annotations::{
     BINDING_ANNOTATION, BindingPayload, DECISION_ANNOTATION, DecisionPayload,
 };
-use mds_api::defaults::values;
 use mds_api::spec::Mode;
 use mds_api::status::{
     BindingStatus, LastCommit, ModelDeploymentScalerStatus, PendingCohort, RebalanceStatus,
@@ -485,13 +484,7 @@ fn exhaustion_backoff(pass: &Pass, target: &Target) -> bool {
         .observed_generation
         .is_some_and(|g| input.scaler.generation > g);
     let external = external_change(pass, target);
-    let timeout = input
-        .scaler
-        .spec
-        .sampling
-        .as_ref()
-        .and_then(|s| s.pending_timeout_seconds)
-        .unwrap_or(values::PENDING_TIMEOUT_SECONDS) as i64;
+    let timeout = input.scaler.spec.pending_timeout_seconds();
     let waited = episode
         .started_at
         .as_ref()
@@ -678,21 +671,12 @@ fn scale_down_outcome(pass: &mut Pass, target: &Target, binding: &str, term: i64
     if let Some(&pre) = last.pre_scale_down_vector.get(&last.role) {
         restore.insert(last.role.clone(), pre);
     }
-    let cooldown = pass
-        .input
-        .scaler
-        .spec
-        .behavior
-        .as_ref()
-        .and_then(|b| b.scale_down.as_ref())
-        .and_then(|d| d.cooldown_after_abort_seconds)
-        .filter(|s| *s > 0)
-        .unwrap_or(values::COOLDOWN_AFTER_ABORT_SECONDS);
+    let cooldown = pass.input.scaler.spec.cooldown_after_abort_seconds();
     record_commit(pass, target, binding, term, &restore, WriteKind::Restore);
     let l = pass.status.last_scale_down.as_mut().expect("present");
     l.outcome = ScaleDownOutcome::Aborted;
     l.aborted_at = Some(Time(now));
-    l.cooldown_until = Some(Time(now + SignedDuration::from_secs(cooldown as i64)));
+    l.cooldown_until = Some(Time(now + SignedDuration::from_secs(cooldown)));
     // An aborted donor retirement cancels its rebalance transaction.
     if pass
         .status
@@ -723,14 +707,7 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
     let Some(cohort) = pass.status.pending_cohort.clone() else {
         return;
     };
-    let timeout = pass
-        .input
-        .scaler
-        .spec
-        .sampling
-        .as_ref()
-        .and_then(|s| s.pending_timeout_seconds)
-        .unwrap_or(values::PENDING_TIMEOUT_SECONDS) as i64;
+    let timeout = pass.input.scaler.spec.pending_timeout_seconds();
     match protocol::cohort_state(&cohort, target, timeout, pass.now()) {
         CohortState::Admitted => {
             pass.status.pending_cohort = None;

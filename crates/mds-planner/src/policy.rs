@@ -264,11 +264,7 @@ impl Policy {
                 target: quantity(&format!("{base}.target"), r.target.as_ref(), None)?,
             });
         }
-        let interval_seconds = spec
-            .sampling
-            .as_ref()
-            .and_then(|s| s.interval_seconds)
-            .unwrap_or(values::INTERVAL_SECONDS) as i64;
+        let interval_seconds = spec.interval_seconds();
         let algorithm_spec = spec.algorithm.clone().unwrap_or_default();
         let missing = |path: &str| PolicyError {
             path: path.to_string(),
@@ -390,10 +386,7 @@ impl Policy {
                 down.stabilization_window_seconds,
                 values::SCALE_DOWN_STABILIZATION_WINDOW_SECONDS,
             ) as i64,
-            cooldown_after_abort_seconds: nonzero_or(
-                down.cooldown_after_abort_seconds,
-                values::COOLDOWN_AFTER_ABORT_SECONDS,
-            ) as i64,
+            cooldown_after_abort_seconds: spec.cooldown_after_abort_seconds(),
             decode_grace_seconds: nonzero_or(
                 down.decode_post_scale_up_grace_seconds,
                 values::DECODE_POST_SCALE_UP_GRACE_SECONDS,

@@ -256,11 +256,7 @@ fn check_rebalance(spec: &ModelDeploymentScalerSpec, report: &mut Report) {
 fn check_history_reach(spec: &ModelDeploymentScalerSpec, report: &mut Report) {
     use crate::defaults::values;
     const HISTORY: i64 = values::HISTORY_LIMIT as i64;
-    let interval = spec
-        .sampling
-        .as_ref()
-        .and_then(|s| s.interval_seconds)
-        .unwrap_or(values::INTERVAL_SECONDS) as i64;
+    let interval = spec.interval_seconds();
     let behavior = spec.behavior.clone().unwrap_or_default();
     let up = behavior
         .scale_up
