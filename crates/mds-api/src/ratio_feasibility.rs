@@ -88,21 +88,31 @@ pub const DEFAULT_WORK_LIMIT: u64 = 200_000;
 /// `bounds[i]` is `(min, max)` of role `i`; bands must reference valid, distinct roles and
 /// carry positive quantities (validation reports anything else before calling this).
 pub fn check(bounds: &[(i64, i64)], bands: &[Band], work_limit: u64) -> Vec<ComponentVerdict> {
-    components(bounds.len(), bands)
-        .into_iter()
-        .map(|(roles, band_ids)| {
-            let verdict = Search::new(bounds, bands, &roles, &band_ids, work_limit).run();
-            ComponentVerdict {
-                roles,
-                bands: band_ids,
-                verdict,
-            }
-        })
-        .collect()
+    components(
+        bounds.len(),
+        bands.iter().map(|b| (b.numerator, b.denominator)),
+    )
+    .into_iter()
+    .filter(|(_, band_ids)| !band_ids.is_empty())
+    .map(|(roles, band_ids)| {
+        let verdict = Search::new(bounds, bands, &roles, &band_ids, work_limit).run();
+        ComponentVerdict {
+            roles,
+            bands: band_ids,
+            verdict,
+        }
+    })
+    .collect()
 }
 
-/// Connected components over roles that appear in at least one band.
-fn components(role_count: usize, bands: &[Band]) -> Vec<(Vec<usize>, Vec<usize>)> {
+/// Connected components of the ratio graph over `role_count` roles, given each band's
+/// `(numerator, denominator)`: each component's roles and band indices, both ascending, in
+/// order of the component's lowest role. A role in no band is a component of its own.
+/// Shared by admission (which skips band-less components) and the planner's solver.
+pub fn components(
+    role_count: usize,
+    edges: impl IntoIterator<Item = (usize, usize)>,
+) -> Vec<(Vec<usize>, Vec<usize>)> {
     let mut parent: Vec<usize> = (0..role_count).collect();
     fn find(parent: &mut [usize], x: usize) -> usize {
         let mut root = x;
@@ -112,36 +122,73 @@ fn components(role_count: usize, bands: &[Band]) -> Vec<(Vec<usize>, Vec<usize>)
         parent[x] = root;
         root
     }
-    for band in bands {
-        let a = find(&mut parent, band.numerator);
-        let b = find(&mut parent, band.denominator);
+    let edges: Vec<(usize, usize)> = edges.into_iter().collect();
+    for &(a, b) in &edges {
+        let (a, b) = (find(&mut parent, a), find(&mut parent, b));
         if a != b {
             parent[a.max(b)] = a.min(b);
         }
     }
+    // Roots are the lowest role of their component, so grouping by root in role order gives
+    // the components in order of their lowest role.
+    let mut slot_of_root = vec![usize::MAX; role_count];
     let mut out: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
-    let mut root_of_component: Vec<usize> = Vec::new();
-    for (id, band) in bands.iter().enumerate() {
-        let root = find(&mut parent, band.numerator);
-        let slot = match root_of_component.iter().position(|&r| r == root) {
-            Some(slot) => slot,
-            None => {
-                root_of_component.push(root);
-                out.push((Vec::new(), Vec::new()));
-                out.len() - 1
-            }
-        };
-        out[slot].1.push(id);
-        for role in [band.numerator, band.denominator] {
-            if !out[slot].0.contains(&role) {
-                out[slot].0.push(role);
+    for role in 0..role_count {
+        let root = find(&mut parent, role);
+        if slot_of_root[root] == usize::MAX {
+            slot_of_root[root] = out.len();
+            out.push((Vec::new(), Vec::new()));
+        }
+        out[slot_of_root[root]].0.push(role);
+    }
+    for (id, &(a, _)) in edges.iter().enumerate() {
+        let root = find(&mut parent, a);
+        out[slot_of_root[root]].1.push(id);
+    }
+    out
+}
+
+/// The order a search assigns `roles` in: breadth-first along `edges` from each unvisited
+/// role in turn, so every role after a component's first has an assigned neighbour and its
+/// domain is already narrowed by a band.
+pub fn assignment_order(roles: &[usize], edges: &[(usize, usize)]) -> Vec<usize> {
+    let mut order: Vec<usize> = Vec::with_capacity(roles.len());
+    for &start in roles {
+        if order.contains(&start) {
+            continue;
+        }
+        order.push(start);
+        let mut next = order.len() - 1;
+        while next < order.len() {
+            let role = order[next];
+            next += 1;
+            for &(a, b) in edges {
+                for (from, to) in [(a, b), (b, a)] {
+                    if from == role && !order.contains(&to) {
+                        order.push(to);
+                    }
+                }
             }
         }
     }
-    for (roles, _) in &mut out {
-        roles.sort_unstable();
+    order
+}
+
+/// The interval `role` may take within `bounds` given every assigned neighbour (`values`);
+/// `None` when it is empty.
+pub fn narrow<'b>(
+    bounds: (i64, i64),
+    bands: impl IntoIterator<Item = &'b Band>,
+    role: usize,
+    values: &[Option<i64>],
+) -> Option<(i64, i64)> {
+    let (mut lo, mut hi) = (bounds.0 as i128, bounds.1 as i128);
+    for band in bands {
+        let (band_lo, band_hi) = band.interval_for(role, values);
+        lo = lo.max(band_lo);
+        hi = hi.min(band_hi);
     }
-    out
+    (lo <= hi).then_some((lo as i64, hi as i64))
 }
 
 struct Search<'a> {
@@ -163,22 +210,9 @@ impl<'a> Search<'a> {
         work_limit: u64,
     ) -> Self {
         let bands: Vec<&Band> = band_ids.iter().map(|&i| &all_bands[i]).collect();
-        let mut order = vec![roles[0]];
-        let mut next = 0;
-        while next < order.len() {
-            let role = order[next];
-            next += 1;
-            for band in &bands {
-                for (from, to) in [
-                    (band.numerator, band.denominator),
-                    (band.denominator, band.numerator),
-                ] {
-                    if from == role && !order.contains(&to) {
-                        order.push(to);
-                    }
-                }
-            }
-        }
+        let edges: Vec<(usize, usize)> =
+            bands.iter().map(|b| (b.numerator, b.denominator)).collect();
+        let order = assignment_order(roles, &edges);
         Search {
             bounds,
             bands,
@@ -209,13 +243,12 @@ impl<'a> Search<'a> {
 
     /// The interval a role may take given every assigned neighbour; `None` when empty.
     fn domain(&self, role: usize) -> Option<(i64, i64)> {
-        let (mut lo, mut hi) = (self.bounds[role].0 as i128, self.bounds[role].1 as i128);
-        for band in &self.bands {
-            let (band_lo, band_hi) = band.interval_for(role, &self.values);
-            lo = lo.max(band_lo);
-            hi = hi.min(band_hi);
-        }
-        (lo <= hi).then_some((lo as i64, hi as i64))
+        narrow(
+            self.bounds[role],
+            self.bands.iter().copied(),
+            role,
+            &self.values,
+        )
     }
 
     fn assign(&mut self, depth: usize) -> bool {
@@ -253,6 +286,20 @@ mod tests {
     use super::*;
     use crate::quantity::parse_decimal;
     use proptest::prelude::*;
+
+    #[test]
+    fn components_cover_every_role_in_order_of_their_lowest_role() {
+        // Bands: 3-1, 4-0, 1-0 join {0, 1, 3, 4}; role 2 has no band.
+        let comps = components(5, [(3, 1), (4, 0), (1, 0)]);
+        assert_eq!(
+            comps,
+            vec![(vec![0, 1, 3, 4], vec![0, 1, 2]), (vec![2], vec![])]
+        );
+        // Each role after the first has a neighbour before it.
+        let order = assignment_order(&[0, 1, 3, 4], &[(3, 1), (4, 0), (1, 0)]);
+        assert_eq!(order, vec![0, 4, 1, 3]);
+        assert_eq!(assignment_order(&[0, 1, 2], &[]), vec![0, 1, 2]);
+    }
 
     fn band(numerator: usize, denominator: usize, min: Option<&str>, max: Option<&str>) -> Band {
         Band {

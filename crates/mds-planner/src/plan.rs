@@ -490,39 +490,10 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
 /// Connected components of the ratio graph (every role appears in exactly one), each with
 /// its ratio indices, in role order.
 fn components(policy: &Policy) -> Vec<(Vec<usize>, Vec<usize>)> {
-    let n = policy.roles.len();
-    let mut component: Vec<usize> = (0..n).collect();
-    loop {
-        let mut changed = false;
-        for r in &policy.ratios {
-            let c = component[r.numerator].min(component[r.denominator]);
-            for end in [r.numerator, r.denominator] {
-                if component[end] != c {
-                    let old = component[end];
-                    component
-                        .iter_mut()
-                        .filter(|x| **x == old)
-                        .for_each(|x| *x = c);
-                    changed = true;
-                }
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
-    let mut out: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
-    for root in 0..n {
-        let roles: Vec<usize> = (0..n).filter(|&i| component[i] == root).collect();
-        if roles.is_empty() {
-            continue;
-        }
-        let ratios = (0..policy.ratios.len())
-            .filter(|&r| component[policy.ratios[r].numerator] == root)
-            .collect();
-        out.push((roles, ratios));
-    }
-    out
+    mds_api::ratio_feasibility::components(
+        policy.roles.len(),
+        policy.ratios.iter().map(|r| (r.numerator, r.denominator)),
+    )
 }
 
 /// Solves one component with per-role boxes; `None` when no vector exists.

@@ -13,7 +13,7 @@
 use std::cmp::Ordering;
 
 use mds_api::quantity::Decimal;
-use mds_api::ratio_feasibility::Band;
+use mds_api::ratio_feasibility::{self, Band};
 
 /// A role as the solver sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,13 +100,14 @@ struct Search<'a> {
 
 impl Search<'_> {
     fn domain(&self, role: usize) -> Option<(i32, i32)> {
-        let (mut lo, mut hi) = (self.roles[role].lo as i128, self.roles[role].hi as i128);
-        for b in self.bands {
-            let (band_lo, band_hi) = b.band.interval_for(role, &self.values);
-            lo = lo.max(band_lo);
-            hi = hi.min(band_hi);
-        }
-        (lo <= hi).then_some((lo as i32, hi as i32))
+        let bounds = (self.roles[role].lo as i64, self.roles[role].hi as i64);
+        ratio_feasibility::narrow(
+            bounds,
+            self.bands.iter().map(|b| &b.band),
+            role,
+            &self.values,
+        )
+        .map(|(lo, hi)| (lo as i32, hi as i32))
     }
 
     /// The least distance the unassigned roles can still add.
@@ -192,29 +193,12 @@ pub fn solve(roles: &[SolverRole], bands: &[SolverBand], work_limit: u64) -> Opt
     if roles.iter().any(|r| r.lo > r.hi) {
         return None;
     }
-    // Breadth-first order so each role after the first has an assigned neighbour.
-    let mut order: Vec<usize> = Vec::with_capacity(roles.len());
-    for start in 0..roles.len() {
-        if order.contains(&start) {
-            continue;
-        }
-        order.push(start);
-        let mut next = order.len() - 1;
-        while next < order.len() {
-            let role = order[next];
-            next += 1;
-            for b in bands {
-                for (from, to) in [
-                    (b.band.numerator, b.band.denominator),
-                    (b.band.denominator, b.band.numerator),
-                ] {
-                    if from == role && !order.contains(&to) {
-                        order.push(to);
-                    }
-                }
-            }
-        }
-    }
+    let all: Vec<usize> = (0..roles.len()).collect();
+    let edges: Vec<(usize, usize)> = bands
+        .iter()
+        .map(|b| (b.band.numerator, b.band.denominator))
+        .collect();
+    let order = ratio_feasibility::assignment_order(&all, &edges);
     let mut search = Search {
         roles,
         bands,
