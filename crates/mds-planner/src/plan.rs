@@ -603,15 +603,10 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
             .collect();
         match solve_component(policy, roles, ratios, &boxes, &raws) {
             Some(solution) => {
-                let settled = roles
-                    .iter()
-                    .enumerate()
-                    .all(|(slot, &i)| solution[slot] == raws[i]);
                 // What the component would do with bounds alone: where it differs, pacing or a
-                // guard held the result (the roles at their edges say which limits).
-                let unpaced = if settled || ratios.is_empty() {
-                    None
-                } else {
+                // guard held the result (the roles at their edges say which limits). A second
+                // search, so solved only when a role sits off its boxed recommendation.
+                let solve_unpaced = || {
                     let bounds: Vec<(i32, i32)> = (0..policy.roles.len())
                         .map(|i| {
                             let r = &policy.roles[i];
@@ -624,6 +619,7 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
                         .collect();
                     solve_component(policy, roles, ratios, &bounds, &raws)
                 };
+                let mut unpaced: Option<Option<Vec<i32>>> = None;
                 let edge_limits = |i: usize| {
                     if up {
                         &moves[i].up_limits
@@ -654,7 +650,7 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
                         ratios: ratios.clone(),
                     });
                     // ...and held there by a partner's pacing when bounds alone would go on.
-                    if let Some(free) = &unpaced
+                    if let Some(free) = unpaced.get_or_insert_with(solve_unpaced)
                         && free[slot] != value
                     {
                         for (other_slot, &j) in roles.iter().enumerate() {
