@@ -506,3 +506,44 @@ fn replay_errors_name_the_line_and_the_target_kind_is_checked() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn inspect_metrics_shows_the_status_rounding() {
+    let dir = std::env::temp_dir().join(format!("mds-inspect-round-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = |generated: u32| {
+        format!(
+            "vllm:num_requests_running 2.6\nvllm:num_requests_waiting 0\n\
+             vllm:kv_cache_usage_perc 0.123456\nvllm:generation_tokens_total {generated}\n"
+        )
+    };
+    let (a, b) = (dir.join("a.txt"), dir.join("b.txt"));
+    std::fs::write(&a, page(0)).unwrap();
+    std::fs::write(&b, page(100)).unwrap();
+    let (a, b) = (a.display().to_string(), b.display().to_string());
+    let args = [
+        "inspect-metrics",
+        "--engine",
+        "vllm",
+        &a,
+        &b,
+        "--interval",
+        "3",
+    ];
+    let out = mds(&args, None);
+    let stdout = text(&out.stdout);
+    // Requests to whole requests, KV usage to four places, rates to a thousandth.
+    assert!(
+        stdout.contains("running requests                3\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("KV cache usage (mean)           0.1235\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("generation tokens/s             33.333\n"),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use jiff::{SignedDuration, Timestamp};
+use mds_api::quantity::Quantity;
+use mds_api::status::RoleStatus;
 use mds_api::target::RoleKind;
 use mds_signals::engine::{EngineKind, EngineSample, read};
 use mds_signals::exposition::{Page, parse};
@@ -239,19 +241,28 @@ fn braces(key: &str) -> String {
 }
 
 fn write_observation(out: &mut String, o: &RoleObservation, reset: Option<&str>, interval: f64) {
-    let _ = writeln!(out, "window of {interval} s, as the scaler computes it");
+    let _ = writeln!(
+        out,
+        "window of {interval} s, as the scaler computes it and its status shows it"
+    );
     if let Some(reason) = reset {
         let _ = writeln!(out, "  no rate: the baseline was dropped because {reason}");
     }
+    // The status's own rounding, so the numbers match `kubectl get mds -o yaml`.
+    let mut status = RoleStatus::default();
+    o.write_status(&mut status);
+    let show = |v: Option<String>| v.unwrap_or_else(|| "missing".to_string());
+    let quantity = |q: &Option<Quantity>| show(q.as_ref().map(Quantity::to_string));
+    let count = |c: Option<i64>| show(c.map(|c| c.to_string()));
     let paths: Vec<String> = o.prompt_paths.iter().map(|p| format!("{p:?}")).collect();
     let rows = [
         ("signal state", format!("{:?}", o.signal_state)),
-        ("running requests", fmt_opt(o.running_requests)),
-        ("waiting requests", fmt_opt(o.waiting_requests)),
-        ("KV cache usage (mean)", fmt_opt(o.kv_cache_usage)),
+        ("running requests", count(status.running_requests)),
+        ("waiting requests", count(status.waiting_requests)),
+        ("KV cache usage (mean)", quantity(&status.kv_cache_usage)),
         (
             "prompt tokens/s (cache-missed)",
-            fmt_opt(o.prompt_tokens_per_second),
+            quantity(&status.prompt_tokens_per_second),
         ),
         (
             "prompt demand formula",
@@ -263,10 +274,10 @@ fn write_observation(out: &mut String, o: &RoleObservation, reset: Option<&str>,
         ),
         (
             "generation tokens/s",
-            fmt_opt(o.generation_tokens_per_second),
+            quantity(&status.generation_tokens_per_second),
         ),
-        ("TTFT p95 (ms)", fmt_opt(o.ttft_milliseconds)),
-        ("ITL p95 (ms)", fmt_opt(o.itl_milliseconds)),
+        ("TTFT p95 (ms)", quantity(&status.ttft_milliseconds)),
+        ("ITL p95 (ms)", quantity(&status.itl_milliseconds)),
     ];
     for (label, value) in rows {
         let _ = writeln!(out, "  {label:<31} {value}");
