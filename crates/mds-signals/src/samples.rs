@@ -148,14 +148,7 @@ fn window_between(
         return Err("the samples are not in time order");
     }
     let deltas = counter_deltas(&prev.sample, cur)?;
-    let sum = |counter: Counter| -> Option<f64> {
-        let values: Vec<f64> = deltas
-            .iter()
-            .filter(|((c, _), _)| *c == counter)
-            .map(|(_, d)| *d)
-            .collect();
-        (!values.is_empty()).then(|| values.iter().sum())
-    };
+    let sum = |counter: Counter| deltas.get(&counter).copied();
     let (prompt_tokens, prompt_path) = prompt_demand(engine, &sum, &prev.sample, cur);
     Ok(PodWindow {
         elapsed_seconds: elapsed,
@@ -167,14 +160,14 @@ fn window_between(
     })
 }
 
-/// Deltas of counter children. A decrease, NaN or infinity is a reset; so is a child that
-/// vanished. Children are created lazily, on first use (ENGINE-METRICS.md §1, §5.3), so a
-/// child that first appears in the same process starts from zero: its whole value fell in
-/// the window.
+/// The summed deltas of each counter's children (a counter with no child is absent). A
+/// decrease, NaN or infinity is a reset; so is a child that vanished. Children are created
+/// lazily, on first use (ENGINE-METRICS.md §1, §5.3), so a child that first appears in the
+/// same process starts from zero: its whole value fell in the window.
 fn counter_deltas(
     prev: &EngineSample,
     cur: &EngineSample,
-) -> Result<BTreeMap<(Counter, String), f64>, &'static str> {
+) -> Result<BTreeMap<Counter, f64>, &'static str> {
     let mut deltas = BTreeMap::new();
     for (key, &now) in &cur.counters {
         if !now.is_finite() {
@@ -190,7 +183,7 @@ fn counter_deltas(
         if now < before {
             return Err("a counter decreased");
         }
-        deltas.insert(key.clone(), now - before);
+        *deltas.entry(key.0).or_insert(0.0) += now - before;
     }
     if prev
         .counters
@@ -204,15 +197,10 @@ fn counter_deltas(
 
 /// Whether every child of `counter` in either sample is present in both.
 fn present_in_both(prev: &EngineSample, cur: &EngineSample, counter: Counter) -> bool {
-    let keys = |s: &EngineSample| -> Vec<String> {
-        s.counters
-            .keys()
-            .filter(|(c, _)| *c == counter)
-            .map(|(_, k)| k.clone())
-            .collect()
-    };
-    let (a, b) = (keys(prev), keys(cur));
-    !a.is_empty() && a == b
+    fn keys(s: &EngineSample, counter: Counter) -> impl Iterator<Item = &(Counter, String)> {
+        s.counters.keys().filter(move |(c, _)| *c == counter)
+    }
+    keys(prev, counter).next().is_some() && keys(prev, counter).eq(keys(cur, counter))
 }
 
 fn prompt_demand(
