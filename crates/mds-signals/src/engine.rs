@@ -228,12 +228,14 @@ impl EngineSample {
         for sample in &page.samples {
             if sample.name.ends_with("_created") || sample.name == "process_start_time_seconds" {
                 // Label order on the page is not significant: key by sorted labels.
-                let mut labels: Vec<_> = page.labels(sample).iter().collect();
-                labels.sort_by(|a, b| a.name.cmp(b.name));
+                let mut labels: Vec<(&str, &str)> = page
+                    .labels(sample)
+                    .iter()
+                    .map(|l| (l.name, l.value.as_ref()))
+                    .collect();
+                labels.sort_unstable();
                 let mut key = sample.name.to_string();
-                for label in labels {
-                    key.push_str(&format!(",{}={}", label.name, label.value));
-                }
+                crate::rank::push_label_key(&mut key, labels.into_iter());
                 self.process_marks.insert(key, sample.value);
             }
         }

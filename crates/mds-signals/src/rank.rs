@@ -36,15 +36,27 @@ impl Child {
     /// The identity labels without `le`, as a stable key: `dp_rank=1,mode=input`.
     pub fn key_without(&self, skip: &str) -> String {
         let mut key = String::new();
-        for (name, value) in self.labels.iter().filter(|(n, _)| n != skip) {
-            if !key.is_empty() {
-                key.push(',');
-            }
-            key.push_str(name);
-            key.push('=');
-            key.push_str(value);
-        }
+        push_label_key(
+            &mut key,
+            self.labels
+                .iter()
+                .filter(|(n, _)| n != skip)
+                .map(|(n, v)| (n.as_str(), v.as_str())),
+        );
         key
+    }
+}
+
+/// Appends `name=value` pairs, comma-separated, to `key`. Callers pass labels sorted by
+/// name, so the key never depends on the order a page printed them in.
+pub fn push_label_key<'a>(key: &mut String, labels: impl Iterator<Item = (&'a str, &'a str)>) {
+    for (name, value) in labels {
+        if !key.is_empty() {
+            key.push(',');
+        }
+        key.push_str(name);
+        key.push('=');
+        key.push_str(value);
     }
 }
 
