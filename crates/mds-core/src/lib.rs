@@ -44,6 +44,9 @@ pub struct Target<'a> {
     pub admission: BTreeMap<(String, i32), WorkloadAdmission>,
     /// (role, ordinal) pairs that still have Pods (D5: a removal succeeded when none remain).
     pub ordinals_with_pods: BTreeSet<(String, i32)>,
+    /// (role, ordinal) pairs whose instance is ready: every member Pod present and Ready
+    /// (D13: our growth is in flight while an ordinal it added is not here).
+    pub ready_ordinals: BTreeSet<(String, i32)>,
 }
 
 /// One pass's inputs.
@@ -60,6 +63,18 @@ pub struct Input<'a> {
 pub struct Memory {
     /// Planner memory; `None` until restored from status (after a start or a replacement).
     pub planner: Option<PlannerState>,
+    /// Regrowth backoff after a rollback (D29).
+    pub growth_backoff: Option<GrowthBackoff>,
+}
+
+/// After a rollback, the roles whose regrowth waits, and until when (D29): the rolled-back
+/// cohort's roles and the roles on the same instanceType. Kept in memory only: after a
+/// restart during an episode it starts again from the last commit, so it ends at most one
+/// `pendingTimeoutSeconds` later than it would have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GrowthBackoff {
+    pub until: Timestamp,
+    pub roles: BTreeSet<String>,
 }
 
 /// Why a target write is made.
@@ -78,6 +93,17 @@ pub enum WriteKind {
 }
 
 impl WriteKind {
+    /// The event action of this write.
+    pub fn action(self) -> &'static str {
+        match self {
+            WriteKind::Bind => "Bind",
+            WriteKind::Commit => "Commit",
+            WriteKind::Rollback => "Rollback",
+            WriteKind::Restore => "Restore",
+            WriteKind::Release => "Release",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             WriteKind::Bind => "bind",
@@ -105,6 +131,9 @@ pub struct Write {
 pub struct Event {
     pub warning: bool,
     pub reason: &'static str,
+    /// What was done (`events.k8s.io/v1` requires it): the write kind (`Bind`, `Commit`,
+    /// `Rollback`, `Restore`, `Release`), or `Rebalance`, `Recover`, `Acknowledge`.
+    pub action: &'static str,
     pub message: String,
 }
 

@@ -8,7 +8,7 @@ use mds_api::status::{
     Covariance, DemandSample, ModelDeploymentScalerStatus, PredictorStatus, RecommendationSample,
 };
 use mds_planner::PlannerState;
-use mds_planner::state::{Kalman, RoleState};
+use mds_planner::state::{HISTORY_LIMIT, Kalman, RoleState};
 
 fn number(q: &Quantity) -> Option<f64> {
     q.value().ok().map(Decimal::to_f64)
@@ -22,30 +22,12 @@ fn quantity(v: f64) -> Quantity {
         .into()
 }
 
-/// Rebuilds planner memory from a status written earlier, at the first pass after a restart.
+/// Rebuilds planner memory from a status written earlier, at the first pass after a restart
+/// or when planning resumes after a suspension (D29).
 ///
-/// Status is written whenever a raw recommendation changes (D23), so a recommendation
-/// history that ends before the previous pass means the last recommendation held until that
-/// pass: it is carried forward to `now - interval`, which keeps the stabilization windows
-/// exactly as an uninterrupted run has them.
-pub fn restore_at(
-    status: &ModelDeploymentScalerStatus,
-    now: Timestamp,
-    interval_seconds: i64,
-) -> PlannerState {
-    let mut state = restore(status);
-    let previous_pass = now - jiff::SignedDuration::from_secs(interval_seconds);
-    for memory in state.roles.values_mut() {
-        if let Some(&(at, last)) = memory.recommendations.back()
-            && at < previous_pass
-        {
-            memory.record_recommendation(previous_pass, last);
-        }
-    }
-    state
-}
-
-/// Rebuilds planner memory from a status, as written.
+/// Recommendation histories are change points (D30): the last recorded recommendation holds
+/// until now, exactly as in an uninterrupted run, because every change of a raw
+/// recommendation is written (D23). Demand samples are a snapshot of the last write.
 pub fn restore(status: &ModelDeploymentScalerStatus) -> PlannerState {
     let mut state = PlannerState::default();
     for role in &status.roles {
@@ -57,11 +39,13 @@ pub fn restore(status: &ModelDeploymentScalerStatus) -> PlannerState {
     }
     for predictor in &status.predictors {
         let memory = state.roles.entry(predictor.name.clone()).or_default();
-        for sample in &predictor.history {
-            if let Some(v) = number(&sample.tokens_per_second) {
-                memory.record_demand(sample.timestamp.0, v);
-            }
-        }
+        memory.demand = predictor
+            .history
+            .iter()
+            .filter_map(|s| Some((s.timestamp.0, number(&s.tokens_per_second)?)))
+            .collect();
+        let excess = memory.demand.len().saturating_sub(HISTORY_LIMIT);
+        memory.demand.drain(..excess);
         if let (Some(level), Some(trend), Some(c)) = (
             predictor.level.as_ref().and_then(number),
             predictor.trend.as_ref().and_then(number),
@@ -142,7 +126,7 @@ mod tests {
         let mut state = PlannerState::default();
         let role = state.roles.entry("prefill".into()).or_default();
         for i in 0..10 {
-            role.record_demand(t(15 * i), 1000.5 + i as f64);
+            role.record_demand(t(15 * i), 1000.5 + i as f64, 600);
             role.record_recommendation(t(15 * i), 3 + (i % 2) as i32);
         }
         role.kalman = Some(Kalman {

@@ -131,50 +131,54 @@ pub fn cohort_state(
 pub enum RetirementState {
     /// Still running (any state but Aborted), or gone with Pods still present.
     Running,
-    /// Aborted for the role and an ordinal we removed: restore.
+    /// Aborted for a role and an ordinal we removed: restore.
     Aborted,
     /// Gone, and no Pod of the removed ordinals remains.
     Succeeded,
 }
 
-pub fn retirement_state(last: &LastScaleDown, target: &Target) -> RetirementState {
-    let pre = last
-        .pre_scale_down_vector
-        .get(&last.role)
-        .copied()
-        .unwrap_or(last.ordinal + 1);
-    let now_count = target
-        .deployment
-        .spec
+/// The roles a scale-down lowered that are still below their pre-scale-down count, with the
+/// ordinals removed from each (`now..pre`). A role that grew back since is not among them, so
+/// an old record never matches a later abort.
+pub fn shrunk_roles(
+    last: &LastScaleDown,
+    md: &ModelDeployment,
+) -> Vec<(String, std::ops::Range<i32>)> {
+    md.spec
         .roles
         .iter()
-        .find(|r| r.name == last.role)
-        .map_or(pre, |r| r.replicas());
+        .filter_map(|r| {
+            let pre = *last.pre_scale_down_vector.get(&r.name)?;
+            let now = r.replicas();
+            (now < pre).then(|| (r.name.clone(), now..pre))
+        })
+        .collect()
+}
+
+pub fn retirement_state(last: &LastScaleDown, target: &Target) -> RetirementState {
+    let shrunk = shrunk_roles(last, target.deployment);
+    let removed = |role: &str, ordinal: i32| {
+        shrunk
+            .iter()
+            .any(|(r, range)| r == role && range.contains(&ordinal))
+    };
     match target
         .deployment
         .status
         .as_ref()
         .and_then(|s| s.retirement.as_ref())
     {
-        // Ours only while our shrink is in effect and the ordinal is one we removed: an old
-        // record must never match a later abort (the role may have grown since).
-        Some(r)
-            if r.role_name == last.role
-                && r.is_aborted()
-                && now_count < pre
-                && r.replica_ordinal >= now_count
-                && r.replica_ordinal < pre =>
-        {
+        Some(r) if r.is_aborted() && removed(&r.role_name, r.replica_ordinal) => {
             RetirementState::Aborted
         }
         Some(_) => RetirementState::Running,
         None => {
-            // Removed ordinals are now_count..pre; any Pod left there means not done yet.
-            let leftover = target
+            // Any Pod left on a removed ordinal means not done yet.
+            if target
                 .ordinals_with_pods
                 .iter()
-                .any(|(role, o)| *role == last.role && *o >= now_count && *o < pre);
-            if leftover {
+                .any(|(r, o)| removed(r, *o))
+            {
                 RetirementState::Running
             } else {
                 RetirementState::Succeeded
@@ -183,17 +187,46 @@ pub fn retirement_state(last: &LastScaleDown, target: &Target) -> RetirementStat
     }
 }
 
-/// Records a commit's shrink: the first ordinal retired is the highest removed (D5).
-pub fn scale_down_record(role: &str, before: &ReplicaVector, after: i32) -> LastScaleDown {
-    let pre = before.get(role).copied().unwrap_or(after + 1);
-    LastScaleDown {
-        role: role.to_string(),
-        ordinal: pre - 1,
+/// Records a commit's shrink (D5, D16): the roles it lowers are those whose count drops from
+/// `before` to `after`; the record names the first of them and its highest removed ordinal.
+pub fn scale_down_record(before: &ReplicaVector, after: &ReplicaVector) -> Option<LastScaleDown> {
+    let (role, (from, _)) = changes(before, after)
+        .into_iter()
+        .find(|(_, (a, b))| b < a)?;
+    Some(LastScaleDown {
+        role,
+        ordinal: from - 1,
         pre_scale_down_vector: before.clone(),
         outcome: ScaleDownOutcome::Committed,
         aborted_at: None,
         cooldown_until: None,
+    })
+}
+
+/// The given roles and every role that shares a nonempty instanceType with one of them: the
+/// pool a shortage of quota belongs to (D29).
+pub fn same_pool<'a>(
+    md: &ModelDeployment,
+    roles: impl IntoIterator<Item = &'a str>,
+) -> std::collections::BTreeSet<String> {
+    let mut pool: std::collections::BTreeSet<String> =
+        roles.into_iter().map(str::to_string).collect();
+    let types: Vec<&str> = md
+        .spec
+        .roles
+        .iter()
+        .filter(|r| pool.contains(&r.name))
+        .filter_map(|r| r.instance_type.as_deref().filter(|t| !t.is_empty()))
+        .collect();
+    for r in &md.spec.roles {
+        if r.instance_type
+            .as_deref()
+            .is_some_and(|t| types.contains(&t))
+        {
+            pool.insert(r.name.clone());
+        }
     }
+    pool
 }
 
 /// Roles whose count differs between two vectors, with (before, after).

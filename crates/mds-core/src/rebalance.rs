@@ -3,8 +3,10 @@
 //! After a rollback the receiver (the role whose ordinal was not admitted) may still need to
 //! grow. The policy picks a donor; the two-step transaction removes one donor replica, waits
 //! until its retirement finished and its Workload is gone, then adds one receiver replica. Both
-//! intermediate vectors must satisfy bounds and ratios. One donation per exhaustion episode; a
-//! scaler spec edit or an external target change starts a new episode.
+//! intermediate vectors must satisfy bounds and ratios. `Priority` donates once per exhaustion
+//! episode; `Opposing` may take another donation at every new exhaustion from a donor that
+//! still wants to shrink (D27). A scaler spec edit or an external target change starts a new
+//! episode.
 
 use mds_api::ratio_feasibility::Band;
 use mds_api::spec::RebalancePolicy;
@@ -15,6 +17,8 @@ use mds_planner::{Plan, Policy};
 pub const RESOURCE_EXHAUSTED: &str = "ResourceExhausted";
 pub const DONOR_RELEASE: &str = "DonorRelease";
 pub const RECEIVER_ACQUIRE: &str = "ReceiverAcquire";
+/// A transaction ended without the receiver's replica (its donor retirement was aborted).
+pub const DONATION_ATTEMPTED: &str = "DonationAttempted";
 pub const NOT_APPLICABLE: &str = "RebalanceNotApplicable";
 pub const BLOCKED: &str = "RebalanceBlocked";
 
@@ -136,7 +140,7 @@ pub fn step(
     // (donors' recommendations and counts change).
     if !matches!(
         rebalance.reason.as_deref(),
-        Some(RESOURCE_EXHAUSTED | NOT_APPLICABLE | BLOCKED)
+        Some(RESOURCE_EXHAUSTED | DONATION_ATTEMPTED | NOT_APPLICABLE | BLOCKED)
     ) {
         return Step::Idle;
     }
@@ -151,10 +155,11 @@ pub fn step(
     if facts.retirement_active || facts.cooldown_active {
         return Step::Waiting;
     }
-    if rebalance.donation_attempted {
+    // D27: the once-per-episode rule is Priority's alone.
+    if rebalance.donation_attempted && policy_kind == RebalancePolicy::Priority {
         return Step::Refused {
             reason: BLOCKED,
-            message: "a donation was already attempted in this exhaustion episode; edit the scaler spec or the target to start a new one".into(),
+            message: "a Priority donation was already attempted in this exhaustion episode; edit the scaler spec or the target to start a new one".into(),
         };
     }
     let order = match candidates(policy_kind, priority, &receiver, plan) {
@@ -204,9 +209,14 @@ pub fn step(
         },
         None => Step::Refused {
             reason: NOT_APPLICABLE,
-            message: format!(
-                "no role can donate to {receiver:?}: a donor needs the same instanceType and more than its minReplicas"
-            ),
+            message: match policy_kind {
+                RebalancePolicy::Opposing => format!(
+                    "no role can donate to {receiver:?}: under Opposing a donor must recommend shrinking, share its instanceType and be above its minReplicas"
+                ),
+                _ => format!(
+                    "no role can donate to {receiver:?}: a donor needs the same instanceType and more than its minReplicas"
+                ),
+            },
         },
     }
 }

@@ -1,6 +1,6 @@
 //! One reconcile pass (spec, *Binding fence*, *Pacing and guards*, *Status*).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -19,7 +19,7 @@ use crate::conditions::{self, ACTIVE, BLOCKED, BOUND, METRICS_READY, Report};
 use crate::patch::{self, TargetShape};
 use crate::protocol::{self, CohortState, RetirementState};
 use crate::rebalance;
-use crate::{Event, Input, Memory, Outcome, Target, Write, WriteKind};
+use crate::{Event, GrowthBackoff, Input, Memory, Outcome, Target, Write, WriteKind};
 
 use crate::rebalance::RESOURCE_EXHAUSTED;
 
@@ -44,10 +44,17 @@ impl Pass<'_> {
             .push(Report::new(kind, status, reason, message));
     }
 
-    fn event(&mut self, warning: bool, reason: &'static str, message: impl Into<String>) {
+    fn event(
+        &mut self,
+        warning: bool,
+        reason: &'static str,
+        action: &'static str,
+        message: impl Into<String>,
+    ) {
         self.events.push(Event {
             warning,
             reason,
+            action,
             message: message.into(),
         });
     }
@@ -143,15 +150,16 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
             pass.event(
                 false,
                 "Released",
+                WriteKind::Release.action(),
                 format!(
                     "released ModelDeployment {:?} ({why}); replica counts stay",
                     spec.target_ref.name
                 ),
             );
-            // Decisions in flight belong to the binding: a later binding starts clean.
-            pass.status.pending_cohort = None;
+            // A rebalance transaction belongs to the binding. The pending cohort and the
+            // scale-down record stay: they resume on rebinding while the target still shows
+            // our last vector (D29).
             pass.status.rebalance = None;
-            pass.status.last_scale_down = None;
         }
     };
     if scaler.deleting {
@@ -198,6 +206,7 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         pass.event(
             false,
             "TargetReplaced",
+            "Acknowledge",
             format!(
                 "acknowledged the replacement of ModelDeployment {:?}",
                 spec.target_ref.name
@@ -217,15 +226,11 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         let message = "suspend is true: the scaler does not plan; set it to false to resume";
         pass.report(BOUND, false, "Suspended", message);
         pass.report(ACTIVE, false, "Suspended", message);
-        // binding.term stays: the next binding must take a higher one (D19).
+        // binding.term stays: the next binding must take a higher one (D19). Planner memory
+        // is restored from status when planning resumes (D29).
         memory.planner = None;
+        memory.growth_backoff = None;
         return;
-    }
-
-    // Resuming after a suspension: windows from before it describe another time; start
-    // fresh rather than treat the gap as covered history.
-    if conditions::reason(&scaler.status.conditions, BOUND) == Some("Suspended") {
-        memory.planner = Some(PlannerState::default());
     }
 
     let other_owner = binding.as_ref().filter(|_| !ours);
@@ -239,6 +244,7 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         pass.report(ACTIVE, false, "AlreadyBound", message);
     } else if !active_mode {
         release(pass, "Shadow mode");
+        memory.growth_backoff = None;
         pass.report(
             BOUND,
             true,
@@ -253,6 +259,9 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         );
     }
 
+    if committing {
+        resume_kept_records(pass, target);
+    }
     if committing && ours {
         recover_lost_commit(pass, target, binding.as_ref().map_or(1, |b| b.term));
     }
@@ -264,7 +273,7 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         let payload = binding_text.clone();
         scale_down_outcome(pass, target, &payload, term);
         if pass.write.is_none() {
-            cohort(pass, target, &payload, term, &mut guards);
+            cohort(pass, target, &payload, term, &mut guards, memory);
         }
     }
     if let Some(last) = pass.status.last_scale_down.as_ref()
@@ -272,23 +281,22 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
     {
         guards.abort_cooldown_until = last.cooldown_until.as_ref().map(|t| t.0);
     }
-    guards.retirement_active = md.status.as_ref().is_some_and(|s| s.retirement.is_some())
-        || !commit_observed(pass, target)
-        || retirement_cannot_complete(md);
+    guards.retirement_active = md.status.as_ref().is_some_and(|s| s.retirement.is_some());
+    guards.commit_unobserved = !commit_observed(pass, target);
+    guards.router_missing = retirement_cannot_complete(md);
     // D18: any ordinal not admitted anywhere in the target (ours or not) blocks growth.
     let unadmitted_anywhere = target
         .admission
         .values()
         .any(|a| *a != mds_api::target::WorkloadAdmission::Admitted);
-    if pass.status.pending_cohort.is_some()
-        || unadmitted_anywhere
-        || exhaustion_backoff(pass, target)
-    {
+    let own_cohort_pending = committing && ours && pass.status.pending_cohort.is_some();
+    if own_cohort_pending || unadmitted_anywhere {
         guards.unadmitted_ordinals = true;
     }
+    let backoff = backoff_roles(pass, target, memory);
 
-    let policy = plan_roles(pass, target, memory, &mut guards);
-    report_protocol_write(pass);
+    let policy = plan_roles(pass, target, memory, &mut guards, &backoff);
+    report_protocol_write(pass, target);
 
     if committing && pass.write.is_none() {
         if ours {
@@ -318,6 +326,7 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
             pass.event(
                 false,
                 "Bound",
+                WriteKind::Bind.action(),
                 format!(
                     "bound ModelDeployment {:?} with term {term}",
                     spec.target_ref.name
@@ -352,11 +361,16 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
 
 /// Our last commit is visible in the target's status: every reported `desired` count equals
 /// it, or the retirement reports our generation (TARGET.md section 3). Until then another
-/// shrink could race the first retirement, so scale-down waits.
+/// shrink could race the first retirement, so scale-down waits. An external change of the
+/// target supersedes our last commit, so the guard applies only while the generation is ours
+/// (D29).
 fn commit_observed(pass: &Pass, target: &Target) -> bool {
     let Some(commit) = pass.status.last_commit.as_ref() else {
         return true;
     };
+    if external_change(pass, target) {
+        return true;
+    }
     let Some(status) = target.deployment.status.as_ref() else {
         return true;
     };
@@ -381,6 +395,74 @@ fn commit_observed(pass: &Pass, target: &Target) -> bool {
 /// abort holds scale-down instead of looping through shrink, abort, restore and cooldown.
 fn retirement_cannot_complete(md: &mds_api::target::ModelDeployment) -> bool {
     md.spec.router.as_ref().is_none_or(|r| r.name.is_empty())
+}
+
+/// Rebinding after a release (Shadow, suspend): the pending cohort and the scale-down record
+/// kept in status resume when the target still shows our last vector, so the cohort still
+/// times out and an abort is still restored; after an external change they are dropped (D29).
+fn resume_kept_records(pass: &mut Pass, target: &Target) {
+    let was_committing =
+        conditions::reason(&pass.input.scaler.status.conditions, ACTIVE) == Some("Active");
+    let kept = pass.status.pending_cohort.is_some() || pass.status.last_scale_down.is_some();
+    if was_committing || !kept {
+        return;
+    }
+    let current = protocol::current_vector(target.deployment);
+    let ours = pass.status.last_commit.as_ref().is_some_and(|c| {
+        c.vector
+            .iter()
+            .all(|(role, n)| current.get(role).is_none_or(|now| now == n))
+    });
+    if ours && !external_change(pass, target) {
+        return;
+    }
+    pass.status.pending_cohort = None;
+    pass.status.last_scale_down = None;
+    pass.event(
+        false,
+        "RecordsDropped",
+        WriteKind::Bind.action(),
+        "the target changed while the scaler was not bound; its pending scale-up and scale-down records no longer apply",
+    );
+}
+
+/// D13: our own growth of `role` is in flight while an ordinal our last growth commit added to
+/// it is not ready and that commit is younger than `pendingTimeoutSeconds`.
+fn growth_in_flight(pass: &Pass, target: &Target, role: &str) -> bool {
+    let status = &pass.status;
+    let grew = |baseline: &ReplicaVector, vector: &ReplicaVector| {
+        let (from, to) = (*baseline.get(role)?, *vector.get(role)?);
+        (to > from).then_some(from..to)
+    };
+    let last_growth = status
+        .pending_cohort
+        .as_ref()
+        .and_then(|c| {
+            Some((
+                grew(&c.baseline_vector, &c.target_vector)?,
+                c.started_at.as_ref()?,
+            ))
+        })
+        .or_else(|| {
+            let c = status.last_commit.as_ref()?;
+            Some((grew(&c.baseline_vector, &c.vector)?, c.timestamp.as_ref()?))
+        });
+    let Some((added, at)) = last_growth else {
+        return false;
+    };
+    let timeout = pass.input.scaler.spec.pending_timeout_seconds();
+    if pass.now() >= at.0 + SignedDuration::from_secs(timeout) {
+        return false;
+    }
+    let current = target
+        .deployment
+        .spec
+        .roles
+        .iter()
+        .find(|r| r.name == role)
+        .map_or(0, |r| r.replicas());
+    (added.start..added.end.min(current))
+        .any(|o| !target.ready_ordinals.contains(&(role.to_string(), o)))
 }
 
 /// A commit of ours is on the target (its decision annotation, our term) but our status does
@@ -439,12 +521,13 @@ fn recover_lost_commit(pass: &mut Pass, target: &Target, term: i64) {
         {
             r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
         }
-    } else if let Some((role, (_, to))) = changes.iter().find(|(_, (a, b))| b < a) {
-        pass.status.last_scale_down = Some(protocol::scale_down_record(role, &baseline, *to));
+    } else if let Some(record) = protocol::scale_down_record(&baseline, &decision.vector) {
+        pass.status.last_scale_down = Some(record);
     }
     pass.event(
         true,
         "Recovered",
+        "Recover",
         format!(
             "decision {} was on the target but not in status; its records were rebuilt",
             decision.decision_id
@@ -468,28 +551,51 @@ fn external_change(pass: &Pass, target: &Target) -> bool {
         .is_some_and(|(now, ours)| now > ours)
 }
 
-/// After a rollback, growth waits: for `pendingTimeoutSeconds`, or until a scaler spec edit
-/// or an external change of the target starts a new episode (spec, *Resource rebalancing*).
-fn exhaustion_backoff(pass: &Pass, target: &Target) -> bool {
+/// The roles whose growth waits after a rollback (D29): the rolled-back cohort's roles and the
+/// roles on the same instanceType, for `pendingTimeoutSeconds`, or until a scaler spec edit or
+/// an external change of the target starts a new episode (spec, *Resource rebalancing*). While
+/// a donor releases its replica, that pool waits for the transaction. The receiver's leg is
+/// the transaction's own write, never held here.
+fn backoff_roles(pass: &Pass, target: &Target, memory: &mut Memory) -> BTreeSet<String> {
     let Some(episode) = pass.status.rebalance.as_ref() else {
-        return false;
+        memory.growth_backoff = None;
+        return BTreeSet::new();
     };
-    if episode.reason.as_deref() == Some(rebalance::DONOR_RELEASE) {
-        return true;
-    }
     let input = pass.input;
     let spec_edited = input
         .scaler
         .status
         .observed_generation
         .is_some_and(|g| input.scaler.generation > g);
-    let external = external_change(pass, target);
-    let timeout = input.scaler.spec.pending_timeout_seconds();
-    let waited = episode
-        .started_at
-        .as_ref()
-        .is_some_and(|t| input.now >= t.0 + SignedDuration::from_secs(timeout));
-    !(spec_edited || external || waited)
+    let in_transaction = episode.reason.as_deref() == Some(rebalance::DONOR_RELEASE);
+    if !in_transaction && (spec_edited || external_change(pass, target)) {
+        memory.growth_backoff = None;
+        return BTreeSet::new();
+    }
+    let receiver = episode.receiver_role.clone().unwrap_or_default();
+    let pool = || protocol::same_pool(target.deployment, [receiver.as_str()]);
+    if in_transaction {
+        return pool();
+    }
+    // After a restart the timer is gone: start it again from our last commit (never later
+    // than now), so it ends at most one timeout late.
+    let backoff = memory.growth_backoff.get_or_insert_with(|| {
+        let since = pass
+            .status
+            .last_commit
+            .as_ref()
+            .and_then(|c| c.timestamp.as_ref())
+            .map_or(input.now, |t| t.0.min(input.now));
+        GrowthBackoff {
+            until: since + SignedDuration::from_secs(input.scaler.spec.pending_timeout_seconds()),
+            roles: pool(),
+        }
+    });
+    if input.now < backoff.until {
+        backoff.roles.clone()
+    } else {
+        BTreeSet::new()
+    }
 }
 
 /// Runs the donor/receiver transaction. Returns true while a transaction owns this pass (a
@@ -575,10 +681,12 @@ fn rebalance_step(
             }
             false
         }
-        rebalance::Step::Waiting => true,
+        // Waiting on a retirement or a cooldown holds scale-down only (D29): the planner's
+        // guards do that, and other roles' planned commits go ahead.
+        rebalance::Step::Waiting => false,
         rebalance::Step::Refused { reason, message } => {
             if rb.reason.as_deref() != Some(reason) {
-                pass.event(true, reason, message);
+                pass.event(true, reason, "Rebalance", message);
             }
             if let Some(r) = pass.status.rebalance.as_mut() {
                 r.reason = Some(reason.to_string());
@@ -599,6 +707,7 @@ fn rebalance_step(
             pass.event(
                 false,
                 "DonorRelease",
+                "Rebalance",
                 format!("{donor} releases one replica for {receiver} (decision {decision})"),
             );
             true
@@ -612,6 +721,7 @@ fn rebalance_step(
             pass.event(
                 false,
                 "ReceiverAcquire",
+                "Rebalance",
                 format!("{receiver} acquires the released replica (decision {decision})"),
             );
             true
@@ -620,7 +730,7 @@ fn rebalance_step(
 }
 
 /// A rollback or restore is this pass's write: report its counts, not the plan's.
-fn report_protocol_write(pass: &mut Pass) {
+fn report_protocol_write(pass: &mut Pass, target: &Target) {
     let Some(write) = pass
         .write
         .as_ref()
@@ -633,16 +743,19 @@ fn report_protocol_write(pass: &mut Pass) {
     } else {
         Reason::ScaleDownAborted
     };
-    let vector = write.vector.clone().unwrap_or_default();
+    // Only the roles whose count the write changes take its reason.
+    let changed = write.vector.as_ref().map_or_else(BTreeMap::new, |vector| {
+        protocol::changes(&protocol::current_vector(target.deployment), vector)
+    });
     for role in &mut pass.status.roles {
-        if let Some(&n) = vector.get(&role.name) {
+        if let Some(&(_, n)) = changed.get(&role.name) {
             role.constrained_replicas = Some(n);
             role.reason = Some(reason.as_str().to_string());
         }
     }
     if let Some(plan) = pass.plan.as_mut() {
         for role in &mut plan.roles {
-            if let Some(&n) = vector.get(&role.name) {
+            if let Some(&(_, n)) = changed.get(&role.name) {
                 role.constrained = n;
                 role.reason = reason;
             }
@@ -665,11 +778,12 @@ fn scale_down_outcome(pass: &mut Pass, target: &Target, binding: &str, term: i64
     }
     let now = pass.now();
     let current = protocol::current_vector(target.deployment);
-    // Only the shrunk role goes back: roles that moved since (growth commits after the
-    // shrink) keep their counts.
+    // The roles the scale-down lowered go back (one commit may lower several, D16); roles that
+    // moved since (growth commits after the shrink) keep their counts.
+    let shrunk = protocol::shrunk_roles(&last, target.deployment);
     let mut restore = current.clone();
-    if let Some(&pre) = last.pre_scale_down_vector.get(&last.role) {
-        restore.insert(last.role.clone(), pre);
+    for (role, removed) in &shrunk {
+        restore.insert(role.clone(), removed.end);
     }
     let cooldown = pass.input.scaler.spec.cooldown_after_abort_seconds();
     record_commit(pass, target, binding, term, &restore, WriteKind::Restore);
@@ -686,24 +800,38 @@ fn scale_down_outcome(pass: &mut Pass, target: &Target, binding: &str, term: i64
         == Some(last.role.as_str())
         && let Some(r) = pass.status.rebalance.as_mut()
     {
-        // Cancel the transaction; the exhaustion episode (and its donation) goes on.
+        // Cancel the transaction; the exhaustion episode goes on, its donation spent.
         r.donor_role = None;
         r.donor_target_replicas = None;
         r.receiver_target_replicas = None;
-        r.reason = Some(RESOURCE_EXHAUSTED.to_string());
+        r.started_at = None;
+        r.reason = Some(rebalance::DONATION_ATTEMPTED.to_string());
     }
+    let restored: Vec<String> = shrunk
+        .iter()
+        .map(|(role, removed)| format!("{role} to {}", removed.end))
+        .collect();
     pass.event(
         true,
         "ScaleDownAborted",
+        WriteKind::Restore.action(),
         format!(
-            "the retirement of {} ordinal {} was aborted; restored {} to {} replicas, scale-down waits {cooldown} s",
-            last.role, last.ordinal, last.role, restore[&last.role]
+            "a retirement of {} was aborted; restored {}; scale-down waits {cooldown} s",
+            last.role,
+            restored.join(", ")
         ),
     );
 }
 
 /// Tracks the pending cohort; rolls back the whole baseline when admission is exhausted.
-fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &mut Guards) {
+fn cohort(
+    pass: &mut Pass,
+    target: &Target,
+    binding: &str,
+    term: i64,
+    guards: &mut Guards,
+    memory: &mut Memory,
+) {
     let Some(cohort) = pass.status.pending_cohort.clone() else {
         return;
     };
@@ -738,20 +866,36 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
             }
             record_commit(pass, target, binding, term, &baseline, WriteKind::Rollback);
             pass.status.pending_cohort = None;
+            // A rollback that lowers a role a scale-down also lowered is not that scale-down:
+            // its record must not restore the rolled-back count after an abort.
+            if let Some(last) = pass.status.last_scale_down.as_mut() {
+                for (role, (from, to)) in protocol::changes(&current, &baseline) {
+                    if let Some(pre) = last.pre_scale_down_vector.get_mut(&role) {
+                        *pre -= from - to;
+                    }
+                }
+            }
             let receiver = unadmitted.first().map(|(role, _)| role.clone());
-            // Within one episode a donation is attempted once; our own commits do not end it.
+            // Within one episode a Priority donation is attempted once (D27); our own commits
+            // do not end the episode.
             let generation = pass.input.scaler.generation;
             let attempted = !external
                 && pass.status.rebalance.as_ref().is_some_and(|r| {
                     r.exhaustion_episode_generation == Some(generation) && r.donation_attempted
                 });
+            // The transaction has not started: startedAt waits for the donor's release.
             pass.status.rebalance = Some(RebalanceStatus {
                 receiver_role: receiver,
-                started_at: Some(Time(pass.now())),
                 exhaustion_episode_generation: Some(generation),
                 donation_attempted: attempted,
                 reason: Some(RESOURCE_EXHAUSTED.to_string()),
                 ..RebalanceStatus::default()
+            });
+            let grown = protocol::changes(&cohort.baseline_vector, &cohort.target_vector);
+            memory.growth_backoff = Some(GrowthBackoff {
+                until: pass.now()
+                    + SignedDuration::from_secs(pass.input.scaler.spec.pending_timeout_seconds()),
+                roles: protocol::same_pool(target.deployment, grown.keys().map(String::as_str)),
             });
             let why = if parked {
                 "a Workload was parked"
@@ -762,6 +906,7 @@ fn cohort(pass: &mut Pass, target: &Target, binding: &str, term: i64, guards: &m
             pass.event(
                 true,
                 "ResourceExhausted",
+                WriteKind::Rollback.action(),
                 format!(
                     "{why} for {}; restored the baseline of decision {}",
                     list.join(", "),
@@ -778,6 +923,7 @@ fn plan_roles(
     target: &Target,
     memory: &mut Memory,
     guards: &mut Guards,
+    backoff: &BTreeSet<String>,
 ) -> Option<Policy> {
     let input = pass.input;
     let md = target.deployment;
@@ -826,11 +972,13 @@ fn plan_roles(
         .map(|r| RoleInput {
             current: current[&r.name],
             observation: input.observations.get(&r.name).cloned(),
+            growth_in_flight: growth_in_flight(pass, target, &r.name),
+            growth_backoff: backoff.contains(&r.name),
         })
         .collect();
-    let planner = memory.planner.get_or_insert_with(|| {
-        crate::memory::restore_at(input.scaler.status, input.now, policy.interval_seconds)
-    });
+    let planner = memory
+        .planner
+        .get_or_insert_with(|| crate::memory::restore(input.scaler.status));
     let plan = mds_planner::plan(
         &PlanInput {
             policy: &policy,
@@ -895,6 +1043,7 @@ fn commit(pass: &mut Pass, target: &Target, binding: &str, term: i64, memory: &m
     pass.event(
         false,
         "Scaled",
+        WriteKind::Commit.action(),
         format!("decision {decision}: {}", summary.join(", ")),
     );
 }
@@ -936,8 +1085,8 @@ fn commit_vector(
             }
         }
     }
-    if let Some((role, (_, to))) = changes.iter().find(|(_, (a, b))| b < a) {
-        pass.status.last_scale_down = Some(protocol::scale_down_record(role, &current, *to));
+    if let Some(record) = protocol::scale_down_record(&current, vector) {
+        pass.status.last_scale_down = Some(record);
     }
     decision
 }
@@ -1028,16 +1177,18 @@ fn metrics_and_blocked(pass: &mut Pass) {
                 .as_ref()
                 .is_some_and(|t| pass.input.now < t.0)
     });
-    let waiting: Vec<&str> = pass
-        .status
+    // Roles without current readings or complete coverage, and roles their algorithm holds
+    // for want of a reading it can use (an unknown kind under a token algorithm, D31).
+    let waiting: Vec<&str> = plan
         .roles
         .iter()
         .filter(|r| {
             let observation = pass.input.observations.get(&r.name);
-            !observation.is_some_and(|o| {
+            let observed = observation.is_some_and(|o| {
                 matches!(o.signal_state, SignalState::Fresh | SignalState::Idle)
                     && o.coverage_complete
-            })
+            });
+            !observed || r.algorithm_reason == Reason::WaitingForMetrics
         })
         .map(|r| r.name.as_str())
         .collect();

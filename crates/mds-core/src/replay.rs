@@ -324,6 +324,12 @@ pub fn replay(
             },
             target: Some(Target {
                 deployment: &md,
+                // Replay has no cold start: an admitted instance is ready.
+                ready_ordinals: admission
+                    .iter()
+                    .filter(|(_, a)| **a == WorkloadAdmission::Admitted)
+                    .map(|(key, _)| key.clone())
+                    .collect(),
                 admission,
                 ordinals_with_pods: pods,
             }),

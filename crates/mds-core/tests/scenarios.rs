@@ -478,11 +478,16 @@ fn rebalance_world(policy: serde_json::Value, prefill: i32, decode: i32) -> Worl
 #[test]
 fn opposing_rebalance_moves_one_replica_in_two_steps() {
     let mut w = rebalance_world(json!({"policy": "Opposing"}), 4, 2);
-    // Prefill's own recommendation is to shrink: it donates.
-    w.observe("prefill", wants(2, 4));
+    // Prefill's own recommendation is to shrink (by one): it donates.
+    w.observe("prefill", wants(3, 4));
     w.observe("decode", wants(3, 2));
     let o = w.pass();
     assert_eq!(o.write.unwrap().kind, WriteKind::Commit);
+    assert!(
+        o.events.iter().all(|e| !e.action.is_empty()),
+        "events.k8s.io needs an action: {:?}",
+        o.events
+    );
     assert_eq!(
         w.replicas(),
         [("decode".to_string(), 2), ("prefill".to_string(), 3)].into()
@@ -498,6 +503,11 @@ fn opposing_rebalance_moves_one_replica_in_two_steps() {
         (Some("prefill"), Some(3), Some(3))
     );
     assert!(rb.donation_attempted);
+    assert_eq!(
+        rb.started_at.map(|t| t.0),
+        Some(t(w.now)),
+        "startedAt is the transaction's start"
+    );
     assert_eq!(w.status.last_scale_down.as_ref().unwrap().role, "prefill");
     // The donor's retirement runs, then its Pods linger: the receiver waits.
     w.set_retirement(Some(
@@ -632,8 +642,8 @@ fn an_aborted_donor_retirement_restores_and_cancels_the_transaction() {
     assert_eq!(rb.donor_role, None, "the transaction is cancelled");
     assert_eq!(
         rb.reason.as_deref(),
-        Some("ResourceExhausted"),
-        "the episode goes on"
+        Some("DonationAttempted"),
+        "the episode goes on, its donation spent"
     );
     assert!(rb.donation_attempted, "and remembers its donation");
     assert_eq!(
@@ -756,20 +766,26 @@ fn a_restore_writes_back_only_the_shrunk_role() {
 }
 
 #[test]
-fn releasing_the_binding_forgets_decisions_in_flight() {
+fn a_release_keeps_decisions_in_flight_until_the_target_changes() {
     let mut w = bound_world();
     w.observe("server", wants(4, 2));
     w.pass(); // 2 -> 4, cohort pending
     w.edit(|s| s["mode"] = json!("Shadow"));
     w.now += 15;
     assert_eq!(w.pass().write.unwrap().kind, WriteKind::Release);
-    assert!(w.status.pending_cohort.is_none());
+    assert!(w.status.pending_cohort.is_some(), "D29: kept in status");
     // The user sets 3 while unbound, then goes back to Active an hour later.
     w.target.as_mut().unwrap()["spec"]["roles"][0]["replicas"] = json!(3);
     w.observe("server", wants(3, 3));
     w.edit(|s| s["mode"] = json!("Active"));
     w.now += 3600;
-    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Bind);
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Bind);
+    assert!(
+        w.status.pending_cohort.is_none(),
+        "dropped after the change"
+    );
+    assert!(o.events.iter().any(|e| e.reason == "RecordsDropped"));
     w.now += 15;
     let o = w.pass();
     assert!(
@@ -778,6 +794,29 @@ fn releasing_the_binding_forgets_decisions_in_flight() {
         o.write
     );
     assert_eq!(w.replicas()["server"], 3);
+}
+
+#[test]
+fn a_pending_cohort_kept_across_a_suspension_still_times_out() {
+    // D29 (c): suspend during a pending scale-up, resume with the target unchanged.
+    let mut w = bound_world();
+    w.observe("server", wants(4, 2));
+    w.pass(); // 2 -> 4, ordinals 2 and 3 never admitted
+    let started = w.status.pending_cohort.clone().unwrap();
+    w.edit(|s| s["suspend"] = json!(true));
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Release);
+    w.edit(|s| s["suspend"] = json!(false));
+    w.now += 30;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Bind);
+    assert_eq!(w.status.pending_cohort.as_ref(), Some(&started));
+    // The timer is the cohort's own: 120 s after its commit, the baseline comes back.
+    let outcomes = w.run(120, 15);
+    let rollback = outcomes
+        .iter()
+        .find_map(|o| o.write.as_ref().filter(|x| x.kind == WriteKind::Rollback));
+    assert!(rollback.is_some(), "the cohort still times out");
+    assert_eq!(w.replicas()["server"], 2);
 }
 
 #[test]
@@ -987,37 +1026,51 @@ fn terms_never_move_backwards_across_a_release() {
 }
 
 #[test]
-fn resuming_after_a_suspension_waits_for_a_fresh_scale_up_window() {
+fn resuming_after_a_suspension_restores_history_and_predictors() {
+    // D29: a Predictive scaler with samples does not warm up again after suspend and resume.
     let mut w = server_world("Active", 2);
-    w.edit(|s| s["behavior"]["scaleUp"] = json!({"stabilizationWindowSeconds": 300}));
-    w.observe("server", wants(6, 2));
-    w.pass(); // bind
-    w.now += 15;
-    w.pass();
+    w.edit(|s| {
+        s["algorithm"] = json!({"predictive": {
+            "tokenThroughput": {"serverTargetTokensPerSecond": "100"},
+            "serverTokenCapacityPerReplica": "100",
+            "minPoints": 6
+        }})
+    });
+    let mut busy = wants(2, 2);
+    busy.prompt_tokens_per_second = Some(150.0);
+    busy.generation_tokens_per_second = Some(50.0);
+    w.observe("server", busy);
+    for pass in w.run(150, 15) {
+        assert!(
+            pass.write
+                .as_ref()
+                .is_none_or(|x| x.kind == WriteKind::Bind)
+        );
+    }
+    let count = |w: &World| w.status.predictors.first().map_or(0, |p| p.sample_count);
+    assert!(count(&w) >= 6, "warmed up before the suspension");
+    assert_ne!(
+        w.status.roles[0].reason.as_deref(),
+        Some("PredictorWarmingUp")
+    );
     w.edit(|s| s["suspend"] = json!(true));
     w.now += 15;
     w.pass();
-    w.now += 3600;
+    w.now += 600;
     w.pass();
     w.edit(|s| s["suspend"] = json!(false));
     w.now += 15;
-    let mut grew_at = None;
-    for i in 0..30 {
-        let o = w.pass();
-        if o.write
-            .as_ref()
-            .is_some_and(|x| x.kind == WriteKind::Commit)
-        {
-            grew_at = Some(i * 15);
-            break;
-        }
-        w.now += 15;
-    }
-    let grew_at = grew_at.expect("it grows eventually");
-    assert!(
-        grew_at >= 300,
-        "grew {grew_at} s after resuming, before the 300 s window"
+    w.pass(); // rebinds
+    w.now += 15;
+    let o = w.pass();
+    let plan = o.plan.expect("planned");
+    assert_ne!(
+        plan.roles[0].algorithm_reason,
+        mds_planner::Reason::PredictorWarmingUp,
+        "{}",
+        plan.roles[0].note
     );
+    assert!(count(&w) > 6, "the filter went on from its stored state");
 }
 
 #[test]

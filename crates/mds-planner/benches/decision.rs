@@ -69,7 +69,7 @@ fn full_state(now: Timestamp) -> PlannerState {
         let role = state.roles.entry(name.to_string()).or_default();
         for i in 0..256i64 {
             let at = now - SignedDuration::from_secs(15 * (256 - i));
-            role.record_demand(at, base + (i as f64 * 7.0) % 900.0);
+            role.record_demand(at, base + (i as f64 * 7.0) % 900.0, 15 * 256);
             role.record_recommendation(at, 12 + (i % 3) as i32);
         }
         role.kalman = Some(Kalman::start(
@@ -89,14 +89,20 @@ fn measure(label: &str, policy: &Policy) {
         RoleInput {
             current: 6,
             observation: Some(observation(0.0, 0.0)),
+            growth_in_flight: false,
+            growth_backoff: false,
         },
         RoleInput {
             current: 12,
             observation: Some(observation(26_000.0, 0.0)),
+            growth_in_flight: false,
+            growth_backoff: false,
         },
         RoleInput {
             current: 12,
             observation: Some(observation(0.0, 11_500.0)),
+            growth_in_flight: false,
+            growth_backoff: false,
         },
     ];
     let guards = Guards::default();

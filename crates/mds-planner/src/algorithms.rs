@@ -2,6 +2,7 @@
 //! memory to its raw recommendation, the reason, and whether the algorithm holds scale-down.
 
 use jiff::Timestamp;
+use mds_api::quantity::Decimal;
 use mds_api::spec::ProportionalMetric;
 use mds_api::status::SignalState;
 use mds_api::target::RoleKind;
@@ -34,14 +35,26 @@ impl Recommendation {
     }
 }
 
-/// "At least one more replica" (D13, D14), counted from the replicas that serve: when not all
-/// desired replicas are ready yet, the added ones are still starting, so hold at the current
-/// count instead of compounding one more each pass.
-fn one_more_replica(current: i32, ready: u32) -> i32 {
-    if (ready as i64) < current as i64 {
-        current
+/// What an algorithm knows about one role this pass.
+#[derive(Clone, Copy, Debug)]
+pub struct RoleView<'a> {
+    pub kind: &'a RoleKind,
+    /// Desired count on the target now.
+    pub current: i32,
+    pub observation: Option<&'a RoleObservation>,
+    /// Ordinals our last growth commit added to this role are not ready yet and that commit
+    /// is younger than `pendingTimeoutSeconds` (D13).
+    pub growth_in_flight: bool,
+}
+
+/// "At least one more replica" (D13, D14): current + 1, except while our own growth of this
+/// role is still starting, so a cold start does not compound one more replica each pass. A
+/// replica that is not ready for any other reason does not suppress it.
+fn one_more_replica(role: &RoleView) -> i32 {
+    if role.growth_in_flight {
+        role.current
     } else {
-        current.saturating_add(1)
+        role.current.saturating_add(1)
     }
 }
 
@@ -54,14 +67,41 @@ fn ceil_replicas(demand: f64, per_replica: f64) -> i32 {
     }
 }
 
+/// `max(1, ceil(total / target))`, exactly (D11, D26).
+fn proportional_count(total: Decimal, target: Decimal) -> i32 {
+    let n = total.nanos().div_euclid(target.nanos())
+        + i128::from(total.nanos().rem_euclid(target.nanos()) != 0);
+    n.clamp(1, 1_000_000) as i32
+}
+
+/// `|total / (ready * target) - 1| <= tolerance`, compared exactly: the deadband is inclusive at
+/// both edges like the HPA's (D11, D26).
+fn within_tolerance(total: Decimal, ready: u32, target: Decimal, tolerance: Decimal) -> bool {
+    // |total - ready * target| * 1e9 <= tolerance * ready * target, all in nano units.
+    let expected = target.nanos().checked_mul(ready as i128);
+    let exact = expected.and_then(|expected| {
+        let distance = (total.nanos() - expected)
+            .abs()
+            .checked_mul(1_000_000_000)?;
+        let band = tolerance.nanos().checked_mul(expected)?;
+        Some(distance <= band)
+    });
+    // Only quantities far beyond any real load overflow i128; floats decide those.
+    exact.unwrap_or_else(|| {
+        let load = total.to_f64() / ready as f64;
+        (load / target.to_f64() - 1.0).abs() <= tolerance.to_f64()
+    })
+}
+
 /// Proportional (D11): load per ready replica against the target, with a deadband.
 pub fn proportional(
     metric: ProportionalMetric,
-    tolerance: f64,
-    target: f64,
-    current: i32,
-    observation: Option<&RoleObservation>,
+    tolerance: Decimal,
+    target: Decimal,
+    role: &RoleView,
 ) -> Recommendation {
+    let current = role.current;
+    let observation = role.observation;
     if observation.is_some_and(|o| o.ready_replicas == 0) {
         return Recommendation::hold(
             current,
@@ -85,20 +125,25 @@ pub fn proportional(
             add(o.prompt_tokens_per_second, o.generation_tokens_per_second)
         }
     };
-    // A non-finite or negative total is garbage, not a load of zero or infinity.
-    let Some(total) = total.filter(|t| t.is_finite() && *t >= 0.0) else {
+    // A non-finite or negative total is garbage, not a load of zero or infinity. Measured
+    // values are decimals on the engine's page: nano precision recovers them from the float
+    // sums (0.1 + 0.2 is 0.3 again), so the comparisons below are exact.
+    let Some(total) = total
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .and_then(|t| Decimal::from_f64_rounded(t, 9))
+    else {
         return Recommendation::hold(
             current,
             Reason::WaitingForMetrics,
             format!("{metric:?} is missing or not a usable number"),
         );
     };
-    let load = total / o.ready_replicas as f64;
     let note = format!(
-        "{metric:?} {total:.3} over {} ready = {load:.3} per replica, target {target}",
-        o.ready_replicas
+        "{metric:?} {total} over {} ready = {:.3} per replica, target {target}",
+        o.ready_replicas,
+        total.to_f64() / o.ready_replicas as f64
     );
-    if (load / target - 1.0).abs() <= tolerance {
+    if within_tolerance(total, o.ready_replicas, target, tolerance) {
         return Recommendation {
             raw: current,
             reason: Reason::WithinTolerance,
@@ -107,7 +152,7 @@ pub fn proportional(
         };
     }
     Recommendation {
-        raw: ceil_replicas(total, target),
+        raw: proportional_count(total, target),
         reason: Reason::Proportional,
         holds_scale_down: false,
         note,
@@ -124,18 +169,20 @@ pub fn demand(kind: &RoleKind, o: &RoleObservation) -> Option<f64> {
     }
 }
 
-/// Records this pass's demand sample when the observation is usable.
+/// Records this pass's demand sample when the observation is usable, keeping only what the
+/// token windows can still read.
 pub fn record_demand(
-    kind: &RoleKind,
-    observation: Option<&RoleObservation>,
+    role: &RoleView,
+    token: &TokenPolicy,
     state: &mut RoleState,
     now: Timestamp,
 ) -> Option<f64> {
-    let o =
-        observation.filter(|o| matches!(o.signal_state, SignalState::Fresh | SignalState::Idle))?;
+    let o = role
+        .observation
+        .filter(|o| matches!(o.signal_state, SignalState::Fresh | SignalState::Idle))?;
     // A NaN or infinite rate is no reading at all: it would read as one replica.
-    let d = demand(kind, o).filter(|d| d.is_finite() && *d >= 0.0)?;
-    state.record_demand(now, d);
+    let d = demand(role.kind, o).filter(|d| d.is_finite() && *d >= 0.0)?;
+    state.record_demand(now, d, token.longest_window_seconds());
     Some(d)
 }
 
@@ -161,21 +208,23 @@ fn latency_breach(
 /// TokenThroughput: windows, panic and the latency guard. The demand sample of this pass must
 /// already be recorded in `state`.
 pub fn token_throughput(
-    kind: &RoleKind,
     token: &TokenPolicy,
-    current: i32,
-    observation: Option<&RoleObservation>,
+    role: &RoleView,
     state: &RoleState,
     now: Timestamp,
 ) -> Recommendation {
+    let (kind, current) = (role.kind, role.current);
     let Some(capacity) = token.capacities.for_kind(kind) else {
-        return Recommendation::hold(
-            current,
-            Reason::WaitingForMetrics,
-            format!("no capacity for kind {kind}"),
-        );
+        let note = match kind {
+            // D31: the target gained a kind admission would have refused.
+            RoleKind::Unknown(name) => format!(
+                "the target gives this role kind {name:?}, which no token capacity describes (Prefill, Decode and Server have one); fix the target's kind or use Proportional"
+            ),
+            _ => format!("the spec gives no token capacity for {kind} roles"),
+        };
+        return Recommendation::hold(current, Reason::WaitingForMetrics, note);
     };
-    let Some(o) = observation else {
+    let Some(o) = role.observation else {
         return Recommendation::hold(current, Reason::WaitingForMetrics, "no observation");
     };
     if o.ready_replicas == 0 {
@@ -217,10 +266,9 @@ pub fn token_throughput(
             rec
         }
     };
-    // The latency guard acts even without a throughput window. Its extra replica counts from
-    // the replicas that serve: while added ones are still starting, it holds instead of adding
-    // one more every pass.
-    let one_more = one_more_replica(current, o.ready_replicas);
+    // The latency guard acts even without a throughput window. While our own growth is still
+    // starting, it holds instead of adding one more every pass (D13).
+    let one_more = one_more_replica(role);
     let idle = o.signal_state == SignalState::Idle;
     let (breach, missing) = latency_breach(kind, o, token);
     if let Some(breach) = breach {
@@ -256,17 +304,15 @@ pub fn token_throughput(
 }
 
 /// Predictive (D14): the Kalman forecast, never below the TokenThroughput fallback.
-#[allow(clippy::too_many_arguments)]
 pub fn predictive(
-    kind: &RoleKind,
     policy: &PredictivePolicy,
-    current: i32,
-    observation: Option<&RoleObservation>,
+    role: &RoleView,
     demand_now: Option<f64>,
     state: &mut RoleState,
     now: Timestamp,
 ) -> Recommendation {
-    let mut fallback = token_throughput(kind, &policy.fallback, current, observation, state, now);
+    let (kind, current) = (role.kind, role.current);
+    let mut fallback = token_throughput(&policy.fallback, role, state, now);
     let noise = Noise {
         q_level: policy.q_level,
         q_trend: policy.q_trend,
@@ -281,18 +327,13 @@ pub fn predictive(
     }
     let count = state.kalman.as_ref().map_or(0, |k| k.sample_count);
     if count < policy.min_points {
-        // Until minPoints the role reports warm-up with the fallback's result, unless there
-        // is no result at all.
-        if !matches!(
-            fallback.reason,
-            Reason::NoReadyReplicas | Reason::WaitingForMetrics
-        ) {
-            fallback.reason = Reason::PredictorWarmingUp;
-        }
+        // Until minPoints the role reports warm-up (spec) with the fallback's result, also
+        // while the fallback has no reading yet; the note says what the fallback saw.
         fallback.note = format!(
-            "{}; predictor warming up ({count} of {} points)",
-            fallback.note, policy.min_points
+            "{} ({}); predictor warming up ({count} of {} points)",
+            fallback.note, fallback.reason, policy.min_points
         );
+        fallback.reason = Reason::PredictorWarmingUp;
         return fallback;
     }
     let (Some(capacity), Some(k)) = (policy.capacities.for_kind(kind), state.kalman.as_ref())
@@ -313,8 +354,7 @@ pub fn predictive(
         rec.reason = Reason::Predictive;
     }
     // After warm-up, panic or a latency breach above 1.2x asks for at least one more replica.
-    let ready = observation.map_or(0, |o| o.ready_replicas);
-    let one_more = one_more_replica(current, ready);
+    let one_more = one_more_replica(role);
     if matches!(fallback.reason, Reason::Panic | Reason::LatencyGuardScaleUp) && rec.raw < one_more
     {
         rec.raw = one_more;

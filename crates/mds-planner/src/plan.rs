@@ -7,7 +7,7 @@ use mds_api::ratio_feasibility::Band;
 use mds_api::target::RoleKind;
 use mds_signals::RoleObservation;
 
-use crate::algorithms::{self, Recommendation};
+use crate::algorithms::{self, Recommendation, RoleView};
 use crate::policy::{AlgorithmPolicy, Policy};
 use crate::reason::Reason;
 use crate::solver::{self, SolverBand, SolverRole};
@@ -19,6 +19,13 @@ pub struct RoleInput {
     /// Desired count on the target now.
     pub current: i32,
     pub observation: Option<RoleObservation>,
+    /// Ordinals our last growth commit added to this role are not ready yet and that commit
+    /// is younger than `pendingTimeoutSeconds`: the latency guard and Predictive's extra
+    /// replica hold instead of compounding (D13).
+    pub growth_in_flight: bool,
+    /// A rolled-back cohort grew this role, or a role on its instanceType, recently: its
+    /// regrowth waits (D29).
+    pub growth_backoff: bool,
 }
 
 /// Facts about the target that guard scale-up and scale-down.
@@ -26,6 +33,11 @@ pub struct RoleInput {
 pub struct Guards {
     /// `status.retirement` exists on the target (any state).
     pub retirement_active: bool,
+    /// Our last commit is not visible in the target's status yet, so a retirement it starts
+    /// may not be reported yet.
+    pub commit_unobserved: bool,
+    /// The target has no router: GPUStack cannot complete a retirement without one.
+    pub router_missing: bool,
     /// An aborted retirement's cooldown runs until then.
     pub abort_cooldown_until: Option<Timestamp>,
     /// An added ordinal is not admitted yet (D18): no role grows.
@@ -50,9 +62,33 @@ pub enum Guard {
     IncompleteCoverage,
     AlgorithmHold,
     RetirementActive,
+    CommitNotObserved,
+    NoRouter,
     AbortCooldown,
     DecodePostScaleUpGrace,
     UnadmittedOrdinals,
+    ExhaustionBackoff,
+}
+
+impl fmt::Display for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Guard::NoReadyReplicas => "no ready replica",
+            Guard::IncompleteCoverage => "the observation does not cover every ready replica",
+            Guard::AlgorithmHold => "the algorithm holds scale-down",
+            Guard::RetirementActive => "a retirement is active on the target",
+            Guard::CommitNotObserved => "the target's status does not show our last commit yet",
+            Guard::NoRouter => {
+                "the target has no router, and GPUStack cannot complete a retirement without one"
+            }
+            Guard::AbortCooldown => "an aborted retirement's cooldown is running",
+            Guard::DecodePostScaleUpGrace => "the decode post-scale-up grace is running",
+            Guard::UnadmittedOrdinals => "an added replica is not admitted yet",
+            Guard::ExhaustionBackoff => {
+                "a scale-up of this pool was rolled back; growth waits pendingTimeoutSeconds"
+            }
+        })
+    }
 }
 
 /// A limit that shaped a role's result, with its numbers.
@@ -84,10 +120,12 @@ pub enum Limit {
     NoFeasibleVector {
         ratios: Vec<usize>,
     },
+    /// A linked role recommends growth, so no role of its ratio component shrinks (D17).
+    ComponentGrows {
+        ratios: Vec<usize>,
+    },
     /// Another role grows in this commit; shrinking waits (D16).
     GrowthFirst,
-    /// Another role shrinks in this commit; one at a time (D16).
-    OneShrinkPerCommit,
 }
 
 impl fmt::Display for Limit {
@@ -125,16 +163,19 @@ impl fmt::Display for Limit {
                 f,
                 "scale-down window of {window_seconds} s: history does not span it yet"
             ),
-            Limit::Guard(g) => write!(f, "guard {g:?}"),
+            Limit::Guard(g) => write!(f, "{g}"),
             Limit::Ratio { ratios } => write!(f, "ratio bands {ratios:?}"),
             Limit::NoFeasibleVector { ratios } => write!(
                 f,
                 "no vector satisfies ratio bands {ratios:?} within the allowed moves"
             ),
+            Limit::ComponentGrows { ratios } => write!(
+                f,
+                "a role linked by ratio bands {ratios:?} recommends growth, so none of them shrinks"
+            ),
             Limit::GrowthFirst => {
                 f.write_str("growth commits first; shrinking waits for a later pass")
             }
-            Limit::OneShrinkPerCommit => f.write_str("one role shrinks per commit"),
         }
     }
 }
@@ -241,32 +282,27 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
     let now = input.now;
     let mut recs: Vec<Option<Recommendation>> = vec![None; policy.roles.len()];
     for (i, role) in policy.roles.iter().enumerate() {
-        let current = input.roles[i].current;
-        let observation = input.roles[i].observation.as_ref();
+        let view = RoleView {
+            kind: &role.kind,
+            current: input.roles[i].current,
+            observation: input.roles[i].observation.as_ref(),
+            growth_in_flight: input.roles[i].growth_in_flight,
+        };
         let memory = state.roles.entry(role.name.clone()).or_default();
         recs[i] = match &policy.algorithm {
             AlgorithmPolicy::Proportional {
                 metric,
                 tolerance,
                 targets,
-            } => targets[i].map(|target| {
-                algorithms::proportional(*metric, *tolerance, target, current, observation)
-            }),
+            } => targets[i]
+                .map(|target| algorithms::proportional(*metric, *tolerance, target, &view)),
             AlgorithmPolicy::TokenThroughput(token) => (role.kind != RoleKind::Encode).then(|| {
-                algorithms::record_demand(&role.kind, observation, memory, now);
-                algorithms::token_throughput(&role.kind, token, current, observation, memory, now)
+                algorithms::record_demand(&view, token, memory, now);
+                algorithms::token_throughput(token, &view, memory, now)
             }),
             AlgorithmPolicy::Predictive(predictive) => (role.kind != RoleKind::Encode).then(|| {
-                let demand = algorithms::record_demand(&role.kind, observation, memory, now);
-                algorithms::predictive(
-                    &role.kind,
-                    predictive,
-                    current,
-                    observation,
-                    demand,
-                    memory,
-                    now,
-                )
+                let demand = algorithms::record_demand(&view, &predictive.fallback, memory, now);
+                algorithms::predictive(predictive, &view, demand, memory, now)
             }),
         };
     }
@@ -364,6 +400,8 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
     // the limits that bind are reported.
     if input.guards.unadmitted_ordinals {
         m.up_limits.push(Limit::Guard(Guard::UnadmittedOrdinals));
+    } else if input.roles[i].growth_backoff {
+        m.up_limits.push(Limit::Guard(Guard::ExhaustionBackoff));
     } else {
         let step = policy.growth_step(current);
         let mut caps: Vec<(i32, Limit)> = vec![
@@ -423,6 +461,12 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
     }
     if input.guards.retirement_active {
         guards.push(Guard::RetirementActive);
+    }
+    if input.guards.commit_unobserved {
+        guards.push(Guard::CommitNotObserved);
+    }
+    if input.guards.router_missing {
+        guards.push(Guard::NoRouter);
     }
     if input
         .guards
@@ -586,12 +630,10 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
     let comps = components(policy);
     let mut vector = current.clone();
     for (roles, ratios) in &comps {
-        // D17: any role recommending growth gives the component an upward direction.
-        // A role that cannot grow (at its maximum, or growth blocked) does not make the
-        // component grow: otherwise it would pin its partners forever.
-        let up = roles
-            .iter()
-            .any(|&i| raws[i] > current[i] && moves[i].up > current[i]);
+        // D17: any role recommending growth gives the component an upward direction, also
+        // when that role cannot move this pass (at its maximum, inside its scale-up window,
+        // behind a pending cohort): then nothing in the component moves, and nothing shrinks.
+        let up = roles.iter().any(|&i| raws[i] > current[i]);
         let boxes: Vec<(i32, i32)> = (0..policy.roles.len())
             .map(|i| {
                 if up {
@@ -632,6 +674,13 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
                     let value = solution[slot];
                     vector[i] = value;
                     if value == raws[i] {
+                        continue;
+                    }
+                    // Wanted to shrink inside a growing component: the direction holds it.
+                    if up && raws[i] < current[i] && value == current[i] {
+                        results[i].limits.push(Limit::ComponentGrows {
+                            ratios: ratios.clone(),
+                        });
                         continue;
                     }
                     // Wanted to grow but could not move up at all: its growth limits hold it.
@@ -677,36 +726,14 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
         }
     }
 
-    // D16: growth commits first; then at most one role shrinks.
+    // D16: growth commits first; a shrink commit may lower several roles, each within its
+    // own step (already in its box).
     let grows = (0..vector.len()).any(|i| vector[i] > current[i]);
-    let shrinking: Vec<usize> = (0..vector.len())
-        .filter(|&i| vector[i] < current[i])
-        .collect();
     if grows {
-        for &i in &shrinking {
-            vector[i] = current[i];
-            results[i].limits.push(Limit::GrowthFirst);
-        }
-    } else if shrinking.len() > 1 {
-        let chosen =
-            choose_single_shrink(policy, &comps, &current, &moves, &raws, &vector, &shrinking);
-        for (roles, _) in &comps {
-            if chosen.as_ref().is_some_and(|(c, _)| roles.contains(c)) {
-                continue;
-            }
-            for &i in roles {
-                if vector[i] < current[i] {
-                    vector[i] = current[i];
-                    results[i].limits.push(Limit::OneShrinkPerCommit);
-                }
-            }
-        }
-        if let Some((_, solution)) = chosen {
-            for (i, v) in solution {
-                if v == current[i] && vector[i] < current[i] {
-                    results[i].limits.push(Limit::OneShrinkPerCommit);
-                }
-                vector[i] = v;
+        for i in 0..vector.len() {
+            if vector[i] < current[i] {
+                vector[i] = current[i];
+                results[i].limits.push(Limit::GrowthFirst);
             }
         }
     }
@@ -724,7 +751,6 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
                     | Limit::ScaleDownWindow { .. }
                     | Limit::Guard(_)
                     | Limit::GrowthFirst
-                    | Limit::OneShrinkPerCommit
             )
         });
         if r.limits
@@ -740,38 +766,4 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
         roles: results,
         conflict: None,
     }
-}
-
-/// Picks the one role that shrinks this pass: the largest reduction first (then role order)
-/// whose component still has a feasible vector when every other role keeps its count.
-fn choose_single_shrink(
-    policy: &Policy,
-    comps: &[(Vec<usize>, Vec<usize>)],
-    current: &[i32],
-    moves: &[Moves],
-    raws: &[i32],
-    vector: &[i32],
-    shrinking: &[usize],
-) -> Option<(usize, Vec<(usize, i32)>)> {
-    let mut candidates = shrinking.to_vec();
-    candidates.sort_by_key(|&i| (vector[i] - current[i], i));
-    for c in candidates {
-        let (roles, ratios) = comps.iter().find(|(roles, _)| roles.contains(&c))?;
-        let boxes: Vec<(i32, i32)> = (0..current.len())
-            .map(|i| {
-                if i == c {
-                    (moves[i].down, current[i])
-                } else {
-                    (current[i], current[i])
-                }
-            })
-            .collect();
-        if let Some(solution) = solve_component(policy, roles, ratios, &boxes, raws) {
-            let slot = roles.iter().position(|&r| r == c).expect("in component");
-            if solution[slot] < current[c] {
-                return Some((c, roles.iter().copied().zip(solution).collect()));
-            }
-        }
-    }
-    None
 }

@@ -64,6 +64,13 @@ pub struct TokenPolicy {
     pub itl_target_ms: f64,
 }
 
+impl TokenPolicy {
+    /// The longest window the algorithm reads: demand samples older than this are dropped.
+    pub fn longest_window_seconds(&self) -> i64 {
+        self.stable_window_seconds.max(self.panic_window_seconds)
+    }
+}
+
 /// Predictive parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PredictivePolicy {
@@ -81,9 +88,10 @@ pub struct PredictivePolicy {
 pub enum AlgorithmPolicy {
     Proportional {
         metric: ProportionalMetric,
-        tolerance: f64,
+        /// Exact, so the deadband's edges hold exactly (D11, D26).
+        tolerance: Decimal,
         /// Per role (by index): the target per ready replica.
-        targets: Vec<Option<f64>>,
+        targets: Vec<Option<Decimal>>,
     },
     TokenThroughput(TokenPolicy),
     Predictive(PredictivePolicy),
@@ -286,8 +294,7 @@ impl Policy {
                         &format!("spec.algorithm.proportional.roleTargets[{i}].target"),
                         Some(&t.target),
                         None,
-                    )?
-                    .map(Decimal::to_f64);
+                    )?;
                 }
                 AlgorithmPolicy::Proportional {
                     metric: p
@@ -298,8 +305,7 @@ impl Policy {
                         p.tolerance.as_ref(),
                         Some(values::TOLERANCE),
                     )?
-                    .unwrap_or_default()
-                    .to_f64(),
+                    .unwrap_or_default(),
                     targets,
                 }
             }

@@ -98,33 +98,56 @@ impl Kalman {
 /// Memory of one role.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct RoleState {
-    /// Demand samples (tokens per second) for the token windows.
+    /// Demand samples (tokens per second) for the token windows, only those inside the
+    /// longest window the algorithm reads.
     pub demand: VecDeque<(Timestamp, f64)>,
-    /// Algorithm recommendations for stabilization (D15).
+    /// Algorithm recommendations for stabilization (D15) as change points (D30): an entry
+    /// holds from its time until the next one.
     pub recommendations: VecDeque<(Timestamp, i32)>,
     pub kalman: Option<Kalman>,
     /// When the role last grew (decode post-scale-up grace).
     pub last_scale_up: Option<Timestamp>,
 }
 
-fn push_bounded<T>(history: &mut VecDeque<(Timestamp, T)>, at: Timestamp, value: T) {
-    // A second entry for the same instant replaces the first: one pass, one sample.
-    if history.back().is_some_and(|(t, _)| *t == at) {
-        history.pop_back();
-    }
-    history.push_back((at, value));
+/// Keeps at most [`HISTORY_LIMIT`] entries, dropping the oldest.
+fn cap<T>(history: &mut VecDeque<(Timestamp, T)>) {
     while history.len() > HISTORY_LIMIT {
         history.pop_front();
     }
 }
 
 impl RoleState {
-    pub fn record_demand(&mut self, at: Timestamp, tokens_per_second: f64) {
-        push_bounded(&mut self.demand, at, tokens_per_second);
+    /// Records this pass's demand sample and forgets samples no window of `keep_seconds`
+    /// can reach any more.
+    pub fn record_demand(&mut self, at: Timestamp, tokens_per_second: f64, keep_seconds: i64) {
+        // A second sample for the same instant replaces the first: one pass, one sample.
+        if self.demand.back().is_some_and(|(t, _)| *t == at) {
+            self.demand.pop_back();
+        }
+        self.demand.push_back((at, tokens_per_second));
+        let horizon = at - jiff::SignedDuration::from_secs(keep_seconds);
+        while self.demand.front().is_some_and(|(t, _)| *t <= horizon) {
+            self.demand.pop_front();
+        }
+        cap(&mut self.demand);
     }
 
+    /// Records this pass's recommendation: a new entry only when it differs from the one in
+    /// effect (D30), so a steady role keeps one entry however long it stays steady.
     pub fn record_recommendation(&mut self, at: Timestamp, replicas: i32) {
-        push_bounded(&mut self.recommendations, at, replicas);
+        // A second recommendation for the same instant replaces the first.
+        if self.recommendations.back().is_some_and(|(t, _)| *t == at) {
+            self.recommendations.pop_back();
+        }
+        if self
+            .recommendations
+            .back()
+            .is_some_and(|(_, r)| *r == replicas)
+        {
+            return;
+        }
+        self.recommendations.push_back((at, replicas));
+        cap(&mut self.recommendations);
     }
 
     /// Mean demand over `(now - window, now]`, `None` when no sample falls in it. (Each sample
@@ -145,25 +168,35 @@ impl RoleState {
         (count >= 1).then(|| sum / count as f64)
     }
 
-    /// The lowest and highest recommendation within `[now - window, now]` (`None` when there
-    /// is none), and whether the history reaches back to the window's start (D15).
+    /// The lowest and highest recommendation in effect during `[now - window, now]` (`None`
+    /// when there is none), and whether the history is enough for the window (D15, D30): it
+    /// reaches back to the window's start, or the cap forced out older entries, in which case
+    /// the range covers every entry still held.
     pub fn recommendation_range(
         &self,
         now: Timestamp,
         window_seconds: i64,
     ) -> (Option<(i32, i32)>, bool) {
         let since = now - jiff::SignedDuration::from_secs(window_seconds);
-        let spans = self
-            .recommendations
-            .front()
-            .is_some_and(|(t, _)| *t <= since);
+        let capped = self.recommendations.len() >= HISTORY_LIMIT;
+        let spans = capped
+            || self
+                .recommendations
+                .front()
+                .is_some_and(|(t, _)| *t <= since);
         let mut range: Option<(i32, i32)> = None;
+        let mut widen = |r: i32| {
+            range = Some(range.map_or((r, r), |(lo, hi)| (lo.min(r), hi.max(r))));
+        };
         for (t, r) in self.recommendations.iter().rev() {
-            if *t < since {
-                break;
+            if *t > now {
+                continue;
             }
-            if *t <= now {
-                range = Some(range.map_or((*r, *r), |(lo, hi)| (lo.min(*r), hi.max(*r))));
+            widen(*r);
+            // The newest entry at or before the window's start is in effect at its start;
+            // nothing older is.
+            if *t <= since {
+                break;
             }
         }
         (range, spans)
@@ -219,9 +252,9 @@ mod tests {
     fn windows_average_their_samples_and_histories_stay_bounded() {
         let mut s = RoleState::default();
         assert_eq!(s.window_mean(at(0), 60), None);
-        s.record_demand(at(0), 100.0);
+        s.record_demand(at(0), 100.0, 600);
         assert_eq!(s.window_mean(at(0), 60), Some(100.0));
-        s.record_demand(at(15), 300.0);
+        s.record_demand(at(15), 300.0, 600);
         assert_eq!(s.window_mean(at(15), 60), Some(200.0));
         assert_eq!(s.window_mean(at(80), 60), None, "both samples fell out");
         for i in 0..300 {
@@ -231,7 +264,55 @@ mod tests {
         let (range, spans) = s.recommendation_range(at(299), 10);
         assert_eq!(range, Some((289, 299)));
         assert!(spans);
-        let (_, spans) = s.recommendation_range(at(299), 1000);
-        assert!(!spans, "history only reaches back 255 s");
+        // D30: the cap forced out older entries, so the history is enough for any window and
+        // the range covers everything still held.
+        let (range, spans) = s.recommendation_range(at(299), 1000);
+        assert_eq!(range, Some((44, 299)));
+        assert!(spans);
+    }
+
+    #[test]
+    fn recommendation_history_keeps_change_points_only() {
+        let mut s = RoleState::default();
+        for i in 0..100 {
+            s.record_recommendation(at(15 * i), 3);
+        }
+        assert_eq!(
+            s.recommendations,
+            [(at(0), 3)],
+            "a steady role keeps one entry"
+        );
+        s.record_recommendation(at(1500), 5);
+        s.record_recommendation(at(1515), 5);
+        assert_eq!(s.recommendations, [(at(0), 3), (at(1500), 5)]);
+        // Within the window [1510, 1810] only 5 was in effect; the 3 ended at 1500.
+        assert_eq!(s.recommendation_range(at(1810), 300), (Some((5, 5)), true));
+        // A window starting before the change sees both values.
+        assert_eq!(s.recommendation_range(at(1600), 300), (Some((3, 5)), true));
+        // A same-instant correction back to the value in effect leaves no change point.
+        s.record_recommendation(at(1530), 2);
+        s.record_recommendation(at(1530), 5);
+        assert_eq!(s.recommendations, [(at(0), 3), (at(1500), 5)]);
+    }
+
+    #[test]
+    fn a_long_window_is_spanned_at_a_short_interval() {
+        // D30: 5 s passes and a 1,800 s window: 361 passes, one entry.
+        let mut s = RoleState::default();
+        for i in 0..=360 {
+            s.record_recommendation(at(5 * i), 2);
+        }
+        assert_eq!(s.recommendation_range(at(1800), 1800), (Some((2, 2)), true));
+    }
+
+    #[test]
+    fn demand_samples_outside_the_longest_window_are_dropped() {
+        let mut s = RoleState::default();
+        for i in 0..100 {
+            s.record_demand(at(15 * i), i as f64, 180);
+        }
+        // Samples at (1485 - 180, 1485]: 12 of them.
+        assert_eq!(s.demand.len(), 12);
+        assert_eq!(s.demand.front().map(|(t, _)| *t), Some(at(15 * 88)));
     }
 }

@@ -457,13 +457,14 @@ fn predictive_panic_after_warm_up_adds_a_replica() {
 // Regressions found in the second review.
 
 #[test]
-fn the_extra_replica_does_not_compound_while_added_replicas_start() {
+fn the_extra_replica_does_not_compound_while_our_growth_starts() {
     let mut w = decode_world(2, json!({}));
-    // ITL at 1.4x target; 2 desired but only 2 ready at first, then the added one starts.
+    // ITL at 1.4x target; the added replica is ours and still starting (D13).
     let slow = |ready: u32| latency(generation(obs(ready), 150.0), None, Some(70.0));
     let p = w.pass(&[Some(slow(2))]);
     assert_eq!(p.roles[0].raw, 3);
     w.apply(&p);
+    w.growth_in_flight[0] = true;
     for _ in 0..5 {
         w.now += 15;
         let p = w.pass(&[Some(slow(2))]); // 3 desired, still 2 ready
@@ -474,6 +475,40 @@ fn the_extra_replica_does_not_compound_while_added_replicas_start() {
         );
         w.apply(&p);
     }
+    // Once it is ready (or the commit is older than pendingTimeoutSeconds) the guard adds
+    // one more if latency still breaches.
+    w.growth_in_flight[0] = false;
+    w.now += 15;
+    assert_eq!(w.pass(&[Some(slow(3))]).roles[0].raw, 4);
+}
+
+#[test]
+fn a_replica_not_ready_for_another_reason_does_not_suppress_the_latency_guard() {
+    // D13 (amended): 3 decode replicas, 2 ready (one restarting since before any commit of
+    // ours), ITL at 1.5x: the guard asks for current + 1.
+    let mut w = decode_world(3, json!({}));
+    let slow = latency(generation(obs(2), 150.0), None, Some(75.0));
+    let p = w.pass(&[Some(slow)]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].reason),
+        (4, Reason::LatencyGuardScaleUp)
+    );
+    assert_eq!(p.roles[0].constrained, 4);
+}
+
+#[test]
+fn predictive_extra_replica_follows_the_same_in_flight_rule() {
+    // TTFT at 1.5x target after warm-up, demand for 3 of the 4 replicas, one replica not
+    // ready: the extra replica counts from the current 4, not from the ready 3 (D13, D14).
+    let slow = |ready| latency(prompt(obs(ready), 3000.0), Some(750.0), None);
+    let mut w = predictive_world(4, 2);
+    let p = w.run(60, 15, &[Some(slow(3))]);
+    assert_eq!(p.roles[0].raw, 5, "{}", p.roles[0].note);
+    // While our own growth starts, it holds at the current count.
+    w.growth_in_flight[0] = true;
+    w.now += 15;
+    let p = w.pass(&[Some(slow(3))]);
+    assert_eq!(p.roles[0].raw, 4, "{}", p.roles[0].note);
 }
 
 #[test]
@@ -561,5 +596,107 @@ fn a_huge_current_count_does_not_overflow() {
     assert_eq!(
         p.conflict.as_ref().map(|c| c.0),
         Some(Reason::BoundsConflict)
+    );
+}
+
+// Issue 8: conformance fixes.
+
+fn proportional_with(tolerance: &str, target: &str, current: i32) -> World {
+    let spec = json!({
+        "targetRef": {"name": "md"},
+        "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 64}],
+        "algorithm": {"proportional": {"metric": "QueueDepth", "tolerance": tolerance,
+            "roleTargets": [{"name": "server", "target": target}]}}
+    });
+    World::new(policy(spec, &[("server", RoleKind::Server)]), &[current])
+}
+
+#[test]
+fn the_tolerance_deadband_is_inclusive_at_both_edges_exactly() {
+    // D11: 110 over 10 ready against 10 is exactly 1.1; in floats 0.10000000000000009 > 0.1.
+    let mut w = proportional_with("0.1", "10", 10);
+    let p = w.pass(&[Some(requests(obs(10), 100.0, 10.0))]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (10, Reason::WithinTolerance)
+    );
+    // The lower edge at tolerance 0.3: 70 over 10 ready is exactly 0.7.
+    let mut w = proportional_with("0.3", "10", 10);
+    let p = w.pass(&[Some(requests(obs(10), 70.0, 0.0))]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (10, Reason::WithinTolerance)
+    );
+    // One request beyond either edge scales.
+    let p = w.pass(&[Some(requests(obs(10), 69.0, 0.0))]);
+    assert_eq!(p.roles[0].raw, 7);
+    let mut w = proportional_with("0.1", "10", 10);
+    let p = w.pass(&[Some(requests(obs(10), 111.0, 0.0))]);
+    assert_eq!(p.roles[0].raw, 12);
+}
+
+#[test]
+fn proportional_rate_sums_compare_as_the_decimals_they_are() {
+    // 0.1 + 0.2 tokens/s over one replica against 0.3 is exactly on target; the ceiling of
+    // 0.3 / 0.1 is 3, not 4.
+    let spec = json!({
+        "targetRef": {"name": "md"},
+        "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 64}],
+        "algorithm": {"proportional": {"metric": "TotalTokensPerSecond", "tolerance": "0.01",
+            "roleTargets": [{"name": "server", "target": "0.3"}]}}
+    });
+    let mut w = World::new(policy(spec, &[("server", RoleKind::Server)]), &[1]);
+    let p = w.pass(&[Some(generation(prompt(obs(1), 0.1), 0.2))]);
+    assert_eq!(p.roles[0].algorithm_reason, Reason::WithinTolerance);
+    let spec = json!({
+        "targetRef": {"name": "md"},
+        "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 64}],
+        "algorithm": {"proportional": {"metric": "TotalTokensPerSecond", "tolerance": "0.01",
+            "roleTargets": [{"name": "server", "target": "0.1"}]}}
+    });
+    let mut w = World::new(policy(spec, &[("server", RoleKind::Server)]), &[1]);
+    let p = w.pass(&[Some(generation(prompt(obs(1), 0.1), 0.2))]);
+    assert_eq!(p.roles[0].raw, 3);
+}
+
+#[test]
+fn predictive_warm_up_is_the_reason_even_without_a_fallback_reading() {
+    let mut w = predictive_world(4, 6);
+    let mut o = obs(4);
+    o.signal_state = SignalState::Missing;
+    o.prompt_tokens_per_second = None;
+    let p = w.pass(&[Some(o)]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (4, Reason::PredictorWarmingUp)
+    );
+    assert!(
+        p.roles[0].note.contains("WaitingForMetrics"),
+        "the note says what the fallback saw: {}",
+        p.roles[0].note
+    );
+}
+
+#[test]
+fn a_token_algorithm_holds_an_unknown_kind_and_names_it() {
+    // D31: the target gained a kind no capacity describes.
+    let spec = token_spec(
+        json!([{"name": "vision", "minReplicas": 1, "maxReplicas": 8}]),
+        json!([]),
+        json!({"serverTargetTokensPerSecond": "100"}),
+    );
+    let mut w = World::new(
+        policy(spec, &[("vision", RoleKind::Unknown("Vision".into()))]),
+        &[3],
+    );
+    let p = w.run(60, 15, &[Some(prompt(obs(3), 10_000.0))]);
+    assert_eq!(
+        (p.roles[0].raw, p.roles[0].algorithm_reason),
+        (3, Reason::WaitingForMetrics)
+    );
+    assert!(
+        p.roles[0].note.contains("\"Vision\""),
+        "{}",
+        p.roles[0].note
     );
 }

@@ -389,7 +389,7 @@ fn an_unadmitted_ordinal_blocks_growth_everywhere() {
 }
 
 #[test]
-fn growth_commits_first_and_one_role_shrinks_at_a_time() {
+fn growth_commits_first_and_shrinking_roles_move_together() {
     let three = || {
         world(
             json!([{"name": "a", "maxReplicas": 32}, {"name": "b", "maxReplicas": 32}, {"name": "c", "maxReplicas": 32}]),
@@ -402,15 +402,43 @@ fn growth_commits_first_and_one_role_shrinks_at_a_time() {
     let p = w.run(15, 15, &[wants(6, 4), wants(2, 4), wants(2, 4)]);
     assert_eq!(p.vector(), vec![6, 4, 4]);
     assert!(p.roles[1].limits.contains(&Limit::GrowthFirst));
+    // D16 (amended): one shrink commit may lower several roles, each by at most its step.
     let mut w = three();
     let p = w.run(15, 15, &[wants(4, 4), wants(2, 4), wants(3, 4)]);
+    assert_eq!(p.vector(), vec![4, 3, 3]);
     assert_eq!(
-        p.vector(),
-        vec![4, 3, 4],
-        "one shrink per commit, the largest reduction first"
+        p.roles[1].reason,
+        Reason::PacingBounded,
+        "one replica per pass"
     );
-    assert!(p.roles[2].limits.contains(&Limit::OneShrinkPerCommit));
-    assert_eq!(p.roles[2].reason, Reason::PacingBounded);
+}
+
+#[test]
+fn a_fixed_ratio_pair_shrinks_together() {
+    // D16 (amended): 4:4 in a band [0.8, 1.25], both recommending 2: 4:4 -> 3:3 -> 2:2.
+    let mut w = world(
+        json!([{"name": "prefill", "maxReplicas": 16}, {"name": "decode", "maxReplicas": 16}]),
+        json!([{"numeratorRole": "prefill", "denominatorRole": "decode", "min": "0.8", "max": "1.25"}]),
+        json!({"scaleDown": {"stabilizationWindowSeconds": 15}}),
+        &[4, 4],
+    );
+    let p = w.run(15, 15, &[wants(2, 4), wants(2, 4)]);
+    assert_eq!(p.vector(), vec![3, 3], "{:?}", p.roles[0].limits);
+    w.apply(&p);
+    w.now += 15;
+    let p = w.pass(&[wants(2, 3), wants(2, 3)]);
+    assert_eq!(p.vector(), vec![2, 2]);
+    // The same with min = target = max.
+    let mut w = world(
+        json!([{"name": "prefill", "maxReplicas": 16}, {"name": "decode", "maxReplicas": 16}]),
+        json!([{"numeratorRole": "prefill", "denominatorRole": "decode", "min": "1", "target": "1", "max": "1"}]),
+        json!({"scaleDown": {"stabilizationWindowSeconds": 15}}),
+        &[4, 4],
+    );
+    assert_eq!(
+        w.run(15, 15, &[wants(2, 4), wants(2, 4)]).vector(),
+        vec![3, 3]
+    );
 }
 
 #[test]
@@ -472,23 +500,115 @@ fn a_ratio_that_binds_before_the_step_keeps_the_algorithm_reason() {
 }
 
 #[test]
-fn a_role_pinned_at_its_maximum_does_not_pin_its_partner() {
+fn a_role_that_wants_to_grow_but_cannot_still_holds_its_partners() {
+    // D17 (clarified): an upward recommendation gives the component an upward direction even
+    // when that role cannot move (here: at its maximum), so the partner does not shrink.
     let mut w = world(
         json!([{"name": "a", "maxReplicas": 4}, {"name": "b", "maxReplicas": 16}]),
         json!([{"numeratorRole": "a", "denominatorRole": "b", "min": "0.1", "max": "10"}]),
         json!({"scaleDown": {"stabilizationWindowSeconds": 15}}),
         &[4, 8],
     );
-    let p = w.run(15, 15, &[wants(20, 4), wants(2, 8)]);
-    assert_eq!(
-        p.vector(),
-        vec![4, 7],
-        "b shrinks one step: {:?}",
+    let p = w.run(60, 15, &[wants(20, 4), wants(2, 8)]);
+    assert_eq!(p.vector(), vec![4, 8]);
+    assert!(
+        p.roles[1]
+            .limits
+            .contains(&Limit::ComponentGrows { ratios: vec![0] }),
+        "{:?}",
         p.roles[1].limits
     );
-    assert!(
-        p.roles[0].limits.contains(&Limit::Bound { min: 1, max: 4 }),
-        "{:?}",
-        p.roles[0].limits
+}
+
+#[test]
+fn prefill_at_its_maximum_keeps_decode_from_shrinking() {
+    // The case: prefill at max (4) wants 6, decode at 4 wants 2, band [0.5, 2].
+    let mut w = world(
+        json!([{"name": "prefill", "maxReplicas": 4}, {"name": "decode", "maxReplicas": 16}]),
+        json!([{"numeratorRole": "prefill", "denominatorRole": "decode", "min": "0.5", "max": "2"}]),
+        json!({"scaleDown": {"stabilizationWindowSeconds": 15}}),
+        &[4, 4],
     );
+    for _ in 0..5 {
+        let p = w.pass(&[wants(6, 4), wants(2, 4)]);
+        assert_eq!(p.vector(), vec![4, 4]);
+        w.apply(&p);
+        w.now += 15;
+    }
+    // The same when the growing role is held by a pending cohort instead of its maximum.
+    let mut w = world(
+        json!([{"name": "prefill", "maxReplicas": 16}, {"name": "decode", "maxReplicas": 16}]),
+        json!([{"numeratorRole": "prefill", "denominatorRole": "decode", "min": "0.5", "max": "2"}]),
+        json!({"scaleDown": {"stabilizationWindowSeconds": 15}}),
+        &[4, 4],
+    );
+    w.guards.unadmitted_ordinals = true;
+    assert_eq!(
+        w.run(60, 15, &[wants(6, 4), wants(2, 4)]).vector(),
+        vec![4, 4]
+    );
+}
+
+#[test]
+fn a_growth_backoff_holds_only_its_own_role() {
+    // D29: after a rollback, regrowth of the shortage's pool waits; other roles grow.
+    let mut w = world(
+        json!([{"name": "a", "maxReplicas": 16}, {"name": "b", "maxReplicas": 16}]),
+        json!([]),
+        json!({}),
+        &[4, 4],
+    );
+    w.growth_backoff[0] = true;
+    let p = w.pass(&[wants(8, 4), wants(6, 4)]);
+    assert_eq!(p.vector(), vec![4, 6]);
+    assert_eq!(p.roles[0].reason, Reason::PacingBounded);
+    assert!(
+        p.roles[0]
+            .limits
+            .contains(&Limit::Guard(Guard::ExhaustionBackoff))
+    );
+}
+
+#[test]
+fn a_long_scale_down_window_is_reached_at_a_short_interval() {
+    // D30: intervalSeconds 5 with a 1,800 s window (256 x 5 s is only 1,280 s).
+    let spec = json!({
+        "targetRef": {"name": "md"},
+        "sampling": {"intervalSeconds": 5},
+        "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 32}],
+        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 1800}},
+        "algorithm": {"proportional": {"metric": "QueueDepth", "tolerance": "0.01", "roleTargets": [{"name": "server", "target": "10"}]}}
+    });
+    let mut w = World::new(policy(spec, &[]), &[6]);
+    let p = w.run(1795, 5, &[wants(2, 6)]);
+    assert_eq!(p.vector(), vec![6], "the window is not spanned yet");
+    w.now += 5;
+    let p = w.pass(&[wants(2, 6)]);
+    assert_eq!(p.vector(), vec![5], "{:?}", p.roles[0].limits);
+    assert_eq!(w.state.roles["server"].recommendations.len(), 1);
+}
+
+#[test]
+fn scale_down_guards_say_their_real_cause() {
+    let mut w = one_role(
+        1,
+        100,
+        json!({"scaleDown": {"stabilizationWindowSeconds": 15}}),
+        8,
+    );
+    w.guards.router_missing = true;
+    let p = w.run(15, 15, &[wants(4, 8)]);
+    assert_eq!(p.vector(), vec![8]);
+    let text: Vec<String> = p.roles[0].limits.iter().map(|l| l.to_string()).collect();
+    assert!(
+        p.roles[0].limits.contains(&Limit::Guard(Guard::NoRouter)),
+        "{text:?}"
+    );
+    assert!(
+        !p.roles[0]
+            .limits
+            .contains(&Limit::Guard(Guard::RetirementActive)),
+        "no retirement is active: {text:?}"
+    );
+    assert!(text.iter().any(|t| t.contains("no router")), "{text:?}");
 }

@@ -80,6 +80,8 @@ pub struct World {
     pub target: Option<Value>,
     pub admission: BTreeMap<(String, i32), WorkloadAdmission>,
     pub pods: BTreeSet<(String, i32)>,
+    /// Ready instances; `None` makes every admitted ordinal ready (no cold start).
+    pub ready: Option<BTreeSet<(String, i32)>>,
     pub observations: BTreeMap<String, RoleObservation>,
     pub memory: Memory,
     pub deleting: bool,
@@ -100,6 +102,7 @@ impl World {
             target,
             admission: BTreeMap::new(),
             pods: BTreeSet::new(),
+            ready: None,
             observations: BTreeMap::new(),
             memory: Memory::default(),
             deleting: false,
@@ -189,6 +192,13 @@ impl World {
                 deployment: md,
                 admission: self.admission.clone(),
                 ordinals_with_pods: self.pods.clone(),
+                ready_ordinals: self.ready.clone().unwrap_or_else(|| {
+                    self.admission
+                        .iter()
+                        .filter(|(_, a)| **a == WorkloadAdmission::Admitted)
+                        .map(|(key, _)| key.clone())
+                        .collect()
+                }),
             }),
             observations: &self.observations,
             now: t(self.now),

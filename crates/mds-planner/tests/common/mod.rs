@@ -70,6 +70,10 @@ pub struct World {
     pub current: Vec<i32>,
     pub state: PlannerState,
     pub guards: Guards,
+    /// Per role: our own growth is still starting (D13).
+    pub growth_in_flight: Vec<bool>,
+    /// Per role: regrowth waits after a rollback (D29).
+    pub growth_backoff: Vec<bool>,
     pub now: i64,
 }
 
@@ -80,6 +84,8 @@ impl World {
             current: current.to_vec(),
             state: PlannerState::default(),
             guards: Guards::default(),
+            growth_in_flight: vec![false; current.len()],
+            growth_backoff: vec![false; current.len()],
             now: 0,
         }
     }
@@ -90,9 +96,12 @@ impl World {
             .current
             .iter()
             .zip(observations)
-            .map(|(&current, o)| RoleInput {
+            .enumerate()
+            .map(|(i, (&current, o))| RoleInput {
                 current,
                 observation: o.clone(),
+                growth_in_flight: self.growth_in_flight[i],
+                growth_backoff: self.growth_backoff[i],
             })
             .collect();
         let input = PlanInput {
