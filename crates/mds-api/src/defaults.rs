@@ -70,9 +70,11 @@ pub fn default_spec(spec: &mut ModelDeploymentScalerSpec) {
         role.min_replicas.get_or_insert(values::MIN_REPLICAS);
     }
 
-    // The algorithm type is inferred at use, never stored: a stored type would outlive a
-    // later manifest that switches blocks (client-side apply keeps server-written fields).
+    // The inferred algorithm type is stored (D28), so `kubectl get mds` shows it; an update
+    // that switches blocks re-infers it (`default_spec_on_update`).
+    let inferred = effective_algorithm_type(spec.algorithm.as_ref());
     let algorithm = spec.algorithm.get_or_insert_with(Algorithm::default);
+    algorithm.algorithm_type.get_or_insert(inferred);
     if let Some(proportional) = &mut algorithm.proportional {
         default_proportional(proportional);
     }
@@ -91,6 +93,44 @@ pub fn default_spec(spec: &mut ModelDeploymentScalerSpec) {
         .get_or_insert_with(Rebalance::default)
         .policy
         .get_or_insert(RebalancePolicy::Opposing);
+}
+
+/// Defaulting of an UPDATE (D28): when the request keeps the stored `type` but its parameter
+/// blocks now name another algorithm unambiguously (the stored type's block is gone and exactly
+/// one other block is present), the type is inferred again, so a manifest that switches blocks
+/// without naming a type is not refused over a value its author never wrote. A `type` the
+/// request changes is kept as given (and validated).
+pub fn default_spec_on_update(
+    new: &mut ModelDeploymentScalerSpec,
+    old: &ModelDeploymentScalerSpec,
+) {
+    let stored = old.algorithm.as_ref().and_then(|a| a.algorithm_type);
+    if let Some(algorithm) = new.algorithm.as_mut()
+        && stored.is_some()
+        && algorithm.algorithm_type == stored
+    {
+        let present = [
+            (
+                AlgorithmType::Proportional,
+                algorithm.proportional.is_some(),
+            ),
+            (
+                AlgorithmType::TokenThroughput,
+                algorithm.token_throughput.is_some(),
+            ),
+            (AlgorithmType::Predictive, algorithm.predictive.is_some()),
+        ];
+        let has = |t: Option<AlgorithmType>| present.iter().any(|(p, on)| Some(*p) == t && *on);
+        let others: Vec<AlgorithmType> = present
+            .iter()
+            .filter(|(t, on)| *on && Some(*t) != stored)
+            .map(|(t, _)| *t)
+            .collect();
+        if !has(stored) && others.len() == 1 {
+            algorithm.algorithm_type = Some(others[0]);
+        }
+    }
+    default_spec(new);
 }
 
 fn default_proportional(params: &mut ProportionalParams) {

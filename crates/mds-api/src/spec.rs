@@ -415,16 +415,21 @@ pub struct Rebalance {
     pub policy: Option<RebalancePolicy>,
     /// Scaled role names, highest priority first; only used by the Priority policy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[validate(length(max = 32), inner(length(min = 1, max = 63)))]
+    #[validate(length(max = 32))]
+    #[schemars(inner(length(min = 1, max = 63)))]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub priority: Vec<String>,
 }
 
-/// Rebalance policies.
+/// Opposing (default): a donor's own recommendation must be to shrink. Priority: a role may
+/// take from roles listed after it. Disabled: no donation.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RebalancePolicy {
+    /// A donor's own recommendation must be to shrink.
     #[default]
     Opposing,
+    /// A role may take from the roles listed after it in priority.
     Priority,
+    /// No donation is attempted.
     Disabled,
 }

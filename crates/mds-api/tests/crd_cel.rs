@@ -172,6 +172,50 @@ fn schema_carries_ranges_enums_and_list_keys() {
     assert!(spec_required.contains(&json!("spec")));
 }
 
+/// Every `enum` in the schema, with its path.
+fn enums(value: &Value, path: &str, out: &mut Vec<(String, Value)>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(e) = map.get("enum") {
+                out.push((path.to_string(), e.clone()));
+            }
+            for (k, v) in map {
+                enums(v, &format!("{path}/{k}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                enums(v, &format!("{path}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn no_enum_admits_null_and_priority_items_are_role_names() {
+    let schema = schema();
+    let mut found = vec![];
+    enums(&schema, "", &mut found);
+    assert!(!found.is_empty());
+    for (path, values) in &found {
+        assert!(
+            !values.as_array().unwrap().contains(&Value::Null),
+            "{path} lists null"
+        );
+    }
+    let rebalance = &schema["properties"]["spec"]["properties"]["rebalance"]["properties"];
+    assert_eq!(
+        rebalance["policy"]["enum"],
+        json!(["Opposing", "Priority", "Disabled"])
+    );
+    let item = &rebalance["priority"]["items"];
+    assert_eq!(
+        (item["minLength"].clone(), item["maxLength"].clone()),
+        (json!(1), json!(63))
+    );
+}
+
 #[test]
 fn crd_names_columns_and_subresources() {
     let crd = serde_json::to_value(ModelDeploymentScaler::crd()).unwrap();

@@ -160,38 +160,68 @@ fn explicit_values_survive_defaulting() {
 }
 
 #[test]
-fn algorithm_type_is_inferred_but_not_stored() {
-    use mds_api::defaults::effective_algorithm_type;
-    let mut value = proportional();
-    remove(&mut value, "/algorithm/type");
-    let spec = defaulted(value);
-    assert_eq!(
-        spec.algorithm.as_ref().unwrap().algorithm_type,
-        None,
-        "stays out of the object"
-    );
-    assert_eq!(
-        effective_algorithm_type(spec.algorithm.as_ref()),
-        AlgorithmType::Proportional
-    );
-    let mut value = predictive();
-    remove(&mut value, "/algorithm/type");
-    assert_eq!(
-        effective_algorithm_type(defaulted(value).algorithm.as_ref()),
-        AlgorithmType::Predictive
-    );
-    let mut value = token_throughput();
-    remove(&mut value, "/algorithm/type");
-    assert_eq!(
-        effective_algorithm_type(defaulted(value).algorithm.as_ref()),
-        AlgorithmType::TokenThroughput
-    );
+fn the_inferred_algorithm_type_is_stored() {
+    // D28: admission infers an omitted type and stores it.
+    let cases = [
+        (proportional(), AlgorithmType::Proportional),
+        (predictive(), AlgorithmType::Predictive),
+        (token_throughput(), AlgorithmType::TokenThroughput),
+    ];
+    for (mut value, expected) in cases {
+        remove(&mut value, "/algorithm/type");
+        let spec = defaulted(value);
+        assert_eq!(
+            spec.algorithm.as_ref().unwrap().algorithm_type,
+            Some(expected)
+        );
+    }
     let mut value = proportional();
     remove(&mut value, "/algorithm");
     assert_eq!(
-        effective_algorithm_type(defaulted(value).algorithm.as_ref()),
-        AlgorithmType::TokenThroughput,
+        defaulted(value).algorithm.unwrap().algorithm_type,
+        Some(AlgorithmType::TokenThroughput),
         "no block selects TokenThroughput"
+    );
+}
+
+#[test]
+fn an_update_that_switches_blocks_re_infers_a_kept_type() {
+    use mds_api::defaults::default_spec_on_update;
+    // Stored: Proportional (inferred). The new manifest has only a tokenThroughput block, and
+    // client-side apply kept the stored type in the request.
+    let mut old_value = proportional();
+    remove(&mut old_value, "/algorithm/type");
+    let old = defaulted(old_value);
+    let mut new_value = token_throughput();
+    set(&mut new_value, "/algorithm/type", json!("Proportional"));
+    let mut new = spec(&new_value);
+    default_spec_on_update(&mut new, &old);
+    assert_eq!(
+        new.algorithm.as_ref().unwrap().algorithm_type,
+        Some(AlgorithmType::TokenThroughput)
+    );
+    // A type the user changes is kept as given, even when it does not match the blocks.
+    let mut new_value = token_throughput();
+    set(&mut new_value, "/algorithm/type", json!("Predictive"));
+    let mut new = spec(&new_value);
+    default_spec_on_update(&mut new, &old);
+    assert_eq!(
+        new.algorithm.as_ref().unwrap().algorithm_type,
+        Some(AlgorithmType::Predictive)
+    );
+    // Two blocks are not unambiguous: the kept type stays (and validation refuses it).
+    let mut new_value = token_throughput();
+    set(&mut new_value, "/algorithm/type", json!("Proportional"));
+    set(
+        &mut new_value,
+        "/algorithm/predictive",
+        predictive()["algorithm"]["predictive"].clone(),
+    );
+    let mut new = spec(&new_value);
+    default_spec_on_update(&mut new, &old);
+    assert_eq!(
+        new.algorithm.as_ref().unwrap().algorithm_type,
+        Some(AlgorithmType::Proportional)
     );
 }
 

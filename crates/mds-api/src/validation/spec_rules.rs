@@ -16,7 +16,6 @@ pub(super) fn check(
     check_roles(spec, report);
     check_sampling(spec, report);
     check_behavior(spec, report);
-    check_history_reach(spec, report);
     check_rebalance(spec, report);
 }
 
@@ -247,36 +246,5 @@ fn check_rebalance(spec: &ModelDeploymentScalerSpec, report: &mut Report) {
             "spec.rebalance.priority",
             format!("is ignored because policy is {policy:?}; it only affects the Priority policy"),
         );
-    }
-}
-
-/// Recommendation history keeps at most 256 samples per role, one per sampling pass: a
-/// stabilization window longer than 256 intervals can never be spanned, so the direction it
-/// guards would never move.
-fn check_history_reach(spec: &ModelDeploymentScalerSpec, report: &mut Report) {
-    use crate::defaults::values;
-    const HISTORY: i64 = values::HISTORY_LIMIT as i64;
-    let interval = spec.interval_seconds();
-    let behavior = spec.behavior.clone().unwrap_or_default();
-    let up = behavior
-        .scale_up
-        .and_then(|u| u.stabilization_window_seconds)
-        .unwrap_or(values::SCALE_UP_STABILIZATION_WINDOW_SECONDS) as i64;
-    let down = crate::defaults::nonzero_or(
-        behavior
-            .scale_down
-            .and_then(|d| d.stabilization_window_seconds),
-        values::SCALE_DOWN_STABILIZATION_WINDOW_SECONDS,
-    ) as i64;
-    let reach = HISTORY * interval;
-    for (direction, window, effect) in [("scaleUp", up, "grow"), ("scaleDown", down, "shrink")] {
-        if window > reach {
-            report.warn(
-                format!("spec.behavior.{direction}.stabilizationWindowSeconds"),
-                format!(
-                    "{window} s is longer than the {HISTORY}-sample history reaches at intervalSeconds {interval} ({reach} s), so roles can never {effect}; raise intervalSeconds or shorten the window"
-                ),
-            );
-        }
     }
 }

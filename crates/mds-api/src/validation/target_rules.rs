@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use super::Report;
 use super::names::{NamedRole, generated_name_problems};
-use crate::spec::ModelDeploymentScalerSpec;
+use crate::defaults::effective_algorithm_type;
+use crate::spec::{AlgorithmType, ModelDeploymentScalerSpec};
 use crate::target::{ModelDeployment, RoleKind, TargetRole};
 
 pub(super) fn check(
@@ -99,14 +100,25 @@ pub(super) fn check(
                 ),
             );
         }
+        // D31: Proportional needs no kind; the token algorithms need a capacity per kind,
+        // and none can be given for a kind they do not know.
         if let RoleKind::Unknown(kind) = target_role.kind() {
-            report.error(
-                path.clone(),
-                format!(
-                    "role {:?} has kind {kind:?} on the target, which the scaler does not know; supported kinds are Server, Prefill, Decode and Encode",
-                    role.name
+            match effective_algorithm_type(spec.algorithm.as_ref()) {
+                AlgorithmType::Proportional => report.warn(
+                    path.clone(),
+                    format!(
+                        "role {:?} has kind {kind:?} on the target, which the scaler does not know; Proportional plans it from its own metric, but a token algorithm could not",
+                        role.name
+                    ),
                 ),
-            );
+                token => report.error(
+                    path.clone(),
+                    format!(
+                        "role {:?} has kind {kind:?} on the target; {token:?} needs a token capacity per kind and none can be given for an unknown kind (known: Server, Prefill, Decode, Encode); fix the target's kind or use Proportional",
+                        role.name
+                    ),
+                ),
+            }
         }
         if let Some(me) = named.iter().find(|n| n.name == role.name) {
             for problem in generated_name_problems(md_name, me, &others) {
