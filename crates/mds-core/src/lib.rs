@@ -4,12 +4,15 @@
 //! the events to emit come out. No I/O, no clock (ARCHITECTURE.md).
 
 pub mod conditions;
+mod episode;
 pub mod memory;
 pub mod patch;
 mod protocol;
 pub mod rebalance;
 mod reconcile;
+mod records;
 pub mod replay;
+mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -2,38 +2,41 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mds_api::annotations::{
     BINDING_ANNOTATION, BindingPayload, DECISION_ANNOTATION, DecisionPayload,
 };
 use mds_api::spec::Mode;
 use mds_api::status::{
-    BindingStatus, LastCommit, ModelDeploymentScalerStatus, PendingCohort, RebalanceStatus,
-    ReplicaVector, RoleStatus, ScaleDownOutcome, SignalState,
+    BindingStatus, LastCommit, ModelDeploymentScalerStatus, PendingCohort, ReplicaVector,
+    RoleStatus, ScaleDownOutcome,
 };
 use mds_api::target::RoleKind;
-use mds_planner::{Guards, Plan, PlanInput, PlannerState, Policy, Reason, RoleInput};
+use mds_planner::{Guards, Plan, PlanInput, PlannerState, Policy, RoleInput};
 
-use crate::conditions::{self, ACTIVE, BLOCKED, BOUND, METRICS_READY, Report};
+use crate::conditions::{ACTIVE, BLOCKED, BOUND, Report};
+use crate::episode::{backoff_roles, rebalance_step};
 use crate::patch::{self, TargetShape};
-use crate::protocol::{self, CohortState, RetirementState};
-use crate::rebalance;
-use crate::{Event, GrowthBackoff, Input, Memory, Outcome, Target, Write, WriteKind};
+use crate::protocol;
+use crate::records::{
+    cohort, commit_observed, growth_in_flight, recover_lost_commit, resume_kept_records,
+    retirement_cannot_complete, scale_down_outcome,
+};
+use crate::report::{finish, report_protocol_write};
+use crate::{Event, Input, Memory, Outcome, Target, Write, WriteKind};
 
-use crate::rebalance::RESOURCE_EXHAUSTED;
-
-struct Pass<'a> {
-    input: &'a Input<'a>,
-    status: ModelDeploymentScalerStatus,
-    reports: Vec<Report>,
-    events: Vec<Event>,
-    write: Option<Write>,
-    plan: Option<Plan>,
+pub(crate) struct Pass<'a> {
+    pub(crate) input: &'a Input<'a>,
+    pub(crate) status: ModelDeploymentScalerStatus,
+    pub(crate) reports: Vec<Report>,
+    pub(crate) events: Vec<Event>,
+    pub(crate) write: Option<Write>,
+    pub(crate) plan: Option<Plan>,
 }
 
 impl Pass<'_> {
-    fn report(
+    pub(crate) fn report(
         &mut self,
         kind: &'static str,
         status: bool,
@@ -44,7 +47,7 @@ impl Pass<'_> {
             .push(Report::new(kind, status, reason, message));
     }
 
-    fn event(
+    pub(crate) fn event(
         &mut self,
         warning: bool,
         reason: &'static str,
@@ -59,12 +62,12 @@ impl Pass<'_> {
         });
     }
 
-    fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         self.input.now
     }
 }
 
-fn shape(target: &Target) -> TargetShape {
+pub(crate) fn shape(target: &Target) -> TargetShape {
     let md = target.deployment;
     TargetShape {
         roles: md
@@ -359,564 +362,6 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
     }
 }
 
-/// Our last commit is visible in the target's status: every reported `desired` count equals
-/// it, or the retirement reports our generation (TARGET.md section 3). Until then another
-/// shrink could race the first retirement, so scale-down waits. An external change of the
-/// target supersedes our last commit, so the guard applies only while the generation is ours
-/// (D29).
-fn commit_observed(pass: &Pass, target: &Target) -> bool {
-    let Some(commit) = pass.status.last_commit.as_ref() else {
-        return true;
-    };
-    if external_change(pass, target) {
-        return true;
-    }
-    let Some(status) = target.deployment.status.as_ref() else {
-        return true;
-    };
-    let retirement_caught_up = status
-        .retirement
-        .as_ref()
-        .and_then(|r| r.observed_generation)
-        .zip(commit.target_generation)
-        .is_some_and(|(seen, ours)| seen >= ours);
-    let desired_match =
-        status
-            .roles
-            .iter()
-            .all(|r| match (r.desired, commit.vector.get(&r.name)) {
-                (Some(desired), Some(&ours)) => desired == ours,
-                _ => true,
-            });
-    desired_match || retirement_caught_up
-}
-
-/// Without a router GPUStack never confirms a retirement (TARGET.md section 5): predicting the
-/// abort holds scale-down instead of looping through shrink, abort, restore and cooldown.
-fn retirement_cannot_complete(md: &mds_api::target::ModelDeployment) -> bool {
-    md.spec.router.as_ref().is_none_or(|r| r.name.is_empty())
-}
-
-/// Rebinding after a release (Shadow, suspend): the pending cohort and the scale-down record
-/// kept in status resume when the target still shows our last vector, so the cohort still
-/// times out and an abort is still restored; after an external change they are dropped (D29).
-fn resume_kept_records(pass: &mut Pass, target: &Target) {
-    let was_committing =
-        conditions::reason(&pass.input.scaler.status.conditions, ACTIVE) == Some("Active");
-    let kept = pass.status.pending_cohort.is_some() || pass.status.last_scale_down.is_some();
-    if was_committing || !kept {
-        return;
-    }
-    let current = protocol::current_vector(target.deployment);
-    let ours = pass.status.last_commit.as_ref().is_some_and(|c| {
-        c.vector
-            .iter()
-            .all(|(role, n)| current.get(role).is_none_or(|now| now == n))
-    });
-    if ours && !external_change(pass, target) {
-        return;
-    }
-    pass.status.pending_cohort = None;
-    pass.status.last_scale_down = None;
-    pass.event(
-        false,
-        "RecordsDropped",
-        WriteKind::Bind.action(),
-        "the target changed while the scaler was not bound; its pending scale-up and scale-down records no longer apply",
-    );
-}
-
-/// D13: our own growth of `role` is in flight while an ordinal our last growth commit added to
-/// it is not ready and that commit is younger than `pendingTimeoutSeconds`.
-fn growth_in_flight(pass: &Pass, target: &Target, role: &str) -> bool {
-    let status = &pass.status;
-    let grew = |baseline: &ReplicaVector, vector: &ReplicaVector| {
-        let (from, to) = (*baseline.get(role)?, *vector.get(role)?);
-        (to > from).then_some(from..to)
-    };
-    let last_growth = status
-        .pending_cohort
-        .as_ref()
-        .and_then(|c| {
-            Some((
-                grew(&c.baseline_vector, &c.target_vector)?,
-                c.started_at.as_ref()?,
-            ))
-        })
-        .or_else(|| {
-            let c = status.last_commit.as_ref()?;
-            Some((grew(&c.baseline_vector, &c.vector)?, c.timestamp.as_ref()?))
-        });
-    let Some((added, at)) = last_growth else {
-        return false;
-    };
-    let timeout = pass.input.scaler.spec.pending_timeout_seconds();
-    if pass.now() >= at.0 + SignedDuration::from_secs(timeout) {
-        return false;
-    }
-    let current = target
-        .deployment
-        .spec
-        .roles
-        .iter()
-        .find(|r| r.name == role)
-        .map_or(0, |r| r.replicas());
-    (added.start..added.end.min(current))
-        .any(|o| !target.ready_ordinals.contains(&(role.to_string(), o)))
-}
-
-/// A commit of ours is on the target (its decision annotation, our term) but our status does
-/// not know it: the status write after it was lost. Rebuild the records it should have left,
-/// so a pending cohort still times out and a shrink is still tracked.
-fn recover_lost_commit(pass: &mut Pass, target: &Target, term: i64) {
-    let md = target.deployment;
-    let Some(decision) =
-        protocol::annotation(md, DECISION_ANNOTATION).and_then(|d| DecisionPayload::parse(d).ok())
-    else {
-        return;
-    };
-    if decision.term != term
-        || pass
-            .status
-            .last_commit
-            .as_ref()
-            .is_some_and(|c| c.decision_id == decision.decision_id)
-    {
-        return;
-    }
-    // The counts before it: the previous commit's vector, else the counts the last written
-    // status saw on the target.
-    let baseline: ReplicaVector = match pass.status.last_commit.as_ref() {
-        Some(previous) => previous.vector.clone(),
-        None => pass
-            .status
-            .roles
-            .iter()
-            .filter_map(|r| Some((r.name.clone(), r.current_replicas?)))
-            .collect(),
-    };
-    if baseline.is_empty() {
-        return; // nothing to compare with: the commit's effects are unknown
-    }
-    let at = protocol::decision_time(&decision.decision_id).unwrap_or(pass.input.now);
-    let changes = protocol::changes(&baseline, &decision.vector);
-    pass.status.last_commit = Some(LastCommit {
-        decision_id: decision.decision_id.clone(),
-        term,
-        vector: decision.vector.clone(),
-        baseline_vector: baseline.clone(),
-        timestamp: Some(Time(at)),
-        target_generation: md.metadata.generation,
-    });
-    if changes.values().any(|(a, b)| b > a) {
-        pass.status.pending_cohort = Some(PendingCohort {
-            decision_id: decision.decision_id.clone(),
-            term,
-            baseline_vector: baseline.clone(),
-            target_vector: decision.vector.clone(),
-            started_at: Some(Time(at)),
-        });
-        if let Some(r) = pass.status.rebalance.as_mut()
-            && r.reason.as_deref() == Some(rebalance::DONOR_RELEASE)
-        {
-            r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
-        }
-    } else if let Some(record) = protocol::scale_down_record(&baseline, &decision.vector) {
-        pass.status.last_scale_down = Some(record);
-    }
-    pass.event(
-        true,
-        "Recovered",
-        "Recover",
-        format!(
-            "decision {} was on the target but not in status; its records were rebuilt",
-            decision.decision_id
-        ),
-    );
-}
-
-/// The target's generation moved past what our last write expects: someone else changed it
-/// (D22).
-fn external_change(pass: &Pass, target: &Target) -> bool {
-    target
-        .deployment
-        .metadata
-        .generation
-        .zip(
-            pass.status
-                .last_commit
-                .as_ref()
-                .and_then(|c| c.target_generation),
-        )
-        .is_some_and(|(now, ours)| now > ours)
-}
-
-/// The roles whose growth waits after a rollback (D29): the rolled-back cohort's roles and the
-/// roles on the same instanceType, for `pendingTimeoutSeconds`, or until a scaler spec edit or
-/// an external change of the target starts a new episode (spec, *Resource rebalancing*). While
-/// a donor releases its replica, that pool waits for the transaction. The receiver's leg is
-/// the transaction's own write, never held here.
-fn backoff_roles(pass: &Pass, target: &Target, memory: &mut Memory) -> BTreeSet<String> {
-    let Some(episode) = pass.status.rebalance.as_ref() else {
-        memory.growth_backoff = None;
-        return BTreeSet::new();
-    };
-    let input = pass.input;
-    let spec_edited = input
-        .scaler
-        .status
-        .observed_generation
-        .is_some_and(|g| input.scaler.generation > g);
-    let in_transaction = episode.reason.as_deref() == Some(rebalance::DONOR_RELEASE);
-    if !in_transaction && (spec_edited || external_change(pass, target)) {
-        memory.growth_backoff = None;
-        return BTreeSet::new();
-    }
-    let receiver = episode.receiver_role.clone().unwrap_or_default();
-    let pool = || protocol::same_pool(target.deployment, [receiver.as_str()]);
-    if in_transaction {
-        return pool();
-    }
-    // After a restart the timer is gone: start it again from our last commit (never later
-    // than now), so it ends at most one timeout late.
-    let backoff = memory.growth_backoff.get_or_insert_with(|| {
-        let since = pass
-            .status
-            .last_commit
-            .as_ref()
-            .and_then(|c| c.timestamp.as_ref())
-            .map_or(input.now, |t| t.0.min(input.now));
-        GrowthBackoff {
-            until: since + SignedDuration::from_secs(input.scaler.spec.pending_timeout_seconds()),
-            roles: pool(),
-        }
-    });
-    if input.now < backoff.until {
-        backoff.roles.clone()
-    } else {
-        BTreeSet::new()
-    }
-}
-
-/// Runs the donor/receiver transaction. Returns true while a transaction owns this pass (a
-/// write was made, or the donor's retirement is awaited), so no planned commit competes.
-fn rebalance_step(
-    pass: &mut Pass,
-    target: &Target,
-    policy: &Policy,
-    binding: &str,
-    term: i64,
-    memory: &mut Memory,
-) -> bool {
-    let Some(rb) = pass.status.rebalance.clone() else {
-        return false;
-    };
-    let input = pass.input;
-    let md = target.deployment;
-    // A spec edit or an external change of the target ends the episode (D22): our own commits
-    // do not. A transaction in flight finishes first.
-    let spec_edited = rb
-        .exhaustion_episode_generation
-        .is_some_and(|g| input.scaler.generation > g);
-    let external = external_change(pass, target);
-    if (spec_edited || external) && rb.reason.as_deref() != Some(rebalance::DONOR_RELEASE) {
-        pass.status.rebalance = None;
-        return false;
-    }
-    let current = protocol::current_vector(md);
-    let instance_types: BTreeMap<String, String> = md
-        .spec
-        .roles
-        .iter()
-        .map(|r| (r.name.clone(), r.instance_type.clone().unwrap_or_default()))
-        .collect();
-    let donor_pods_remain = match (&rb.donor_role, rb.donor_target_replicas) {
-        (Some(donor), Some(kept)) => target
-            .ordinals_with_pods
-            .iter()
-            .any(|(r, o)| r == donor && *o >= kept),
-        _ => false,
-    };
-    let cooldown_active = pass.status.last_scale_down.as_ref().is_some_and(|l| {
-        l.outcome == ScaleDownOutcome::Aborted
-            && l.cooldown_until.as_ref().is_some_and(|t| input.now < t.0)
-    });
-    let growth_blocked = target
-        .admission
-        .values()
-        .any(|a| *a != mds_api::target::WorkloadAdmission::Admitted);
-    let facts = rebalance::TargetFacts {
-        current: &current,
-        instance_types: &instance_types,
-        growth_blocked,
-        retirement_active: md.status.as_ref().is_some_and(|s| s.retirement.is_some()),
-        cooldown_active,
-        donor_pods_remain,
-    };
-    let spec = input.scaler.spec;
-    let rebalance_spec = spec.rebalance.clone().unwrap_or_default();
-    let Some(plan) = pass.plan.clone() else {
-        return false;
-    };
-    let now = pass.now();
-    match rebalance::step(
-        &rb,
-        policy,
-        rebalance_spec.policy.unwrap_or_default(),
-        &rebalance_spec.priority,
-        &plan,
-        &facts,
-    ) {
-        rebalance::Step::Idle => false,
-        rebalance::Step::Over => {
-            // Our own regrowth in flight does not end the episode: its cohort decides.
-            if pass.status.pending_cohort.is_none() {
-                pass.status.rebalance = None;
-            }
-            false
-        }
-        rebalance::Step::Done => {
-            if let Some(r) = pass.status.rebalance.as_mut() {
-                r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
-            }
-            false
-        }
-        // Waiting on a retirement or a cooldown holds scale-down only (D29): the planner's
-        // guards do that, and other roles' planned commits go ahead.
-        rebalance::Step::Waiting => false,
-        rebalance::Step::Refused { reason, message } => {
-            if rb.reason.as_deref() != Some(reason) {
-                pass.event(true, reason, "Rebalance", message);
-            }
-            if let Some(r) = pass.status.rebalance.as_mut() {
-                r.reason = Some(reason.to_string());
-            }
-            false
-        }
-        rebalance::Step::Release { donor, vector } => {
-            let receiver = rb.receiver_role.clone().unwrap_or_default();
-            let decision = commit_vector(pass, target, binding, term, memory, &vector);
-            if let Some(r) = pass.status.rebalance.as_mut() {
-                r.donor_role = Some(donor.clone());
-                r.donor_target_replicas = Some(vector[&donor]);
-                r.receiver_target_replicas = Some(current.get(&receiver).copied().unwrap_or(0) + 1);
-                r.started_at = Some(Time(now));
-                r.donation_attempted = true;
-                r.reason = Some(rebalance::DONOR_RELEASE.to_string());
-            }
-            pass.event(
-                false,
-                "DonorRelease",
-                "Rebalance",
-                format!("{donor} releases one replica for {receiver} (decision {decision})"),
-            );
-            true
-        }
-        rebalance::Step::Acquire { vector } => {
-            let decision = commit_vector(pass, target, binding, term, memory, &vector);
-            let receiver = rb.receiver_role.clone().unwrap_or_default();
-            if let Some(r) = pass.status.rebalance.as_mut() {
-                r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
-            }
-            pass.event(
-                false,
-                "ReceiverAcquire",
-                "Rebalance",
-                format!("{receiver} acquires the released replica (decision {decision})"),
-            );
-            true
-        }
-    }
-}
-
-/// A rollback or restore is this pass's write: report its counts, not the plan's.
-fn report_protocol_write(pass: &mut Pass, target: &Target) {
-    let Some(write) = pass
-        .write
-        .as_ref()
-        .filter(|w| matches!(w.kind, WriteKind::Rollback | WriteKind::Restore))
-    else {
-        return;
-    };
-    let reason = if write.kind == WriteKind::Rollback {
-        Reason::ResourceExhausted
-    } else {
-        Reason::ScaleDownAborted
-    };
-    // Only the roles whose count the write changes take its reason.
-    let changed = write.vector.as_ref().map_or_else(BTreeMap::new, |vector| {
-        protocol::changes(&protocol::current_vector(target.deployment), vector)
-    });
-    for role in &mut pass.status.roles {
-        if let Some(&(_, n)) = changed.get(&role.name) {
-            role.constrained_replicas = Some(n);
-            role.reason = Some(reason.as_str().to_string());
-        }
-    }
-    if let Some(plan) = pass.plan.as_mut() {
-        for role in &mut plan.roles {
-            if let Some(&(_, n)) = changed.get(&role.name) {
-                role.constrained = n;
-                role.reason = reason;
-            }
-        }
-    }
-}
-
-/// An aborted retirement restores the pre-scale-down vector and starts the cooldown (D5).
-fn scale_down_outcome(pass: &mut Pass, target: &Target, binding: &str, term: i64) {
-    let Some(last) = pass
-        .status
-        .last_scale_down
-        .clone()
-        .filter(|l| l.outcome == ScaleDownOutcome::Committed)
-    else {
-        return;
-    };
-    if protocol::retirement_state(&last, target) != RetirementState::Aborted {
-        return;
-    }
-    let now = pass.now();
-    let current = protocol::current_vector(target.deployment);
-    // The roles the scale-down lowered go back (one commit may lower several, D16); roles that
-    // moved since (growth commits after the shrink) keep their counts.
-    let shrunk = protocol::shrunk_roles(&last, target.deployment);
-    let mut restore = current.clone();
-    for (role, removed) in &shrunk {
-        restore.insert(role.clone(), removed.end);
-    }
-    let cooldown = pass.input.scaler.spec.cooldown_after_abort_seconds();
-    record_commit(pass, target, binding, term, &restore, WriteKind::Restore);
-    let l = pass.status.last_scale_down.as_mut().expect("present");
-    l.outcome = ScaleDownOutcome::Aborted;
-    l.aborted_at = Some(Time(now));
-    l.cooldown_until = Some(Time(now + SignedDuration::from_secs(cooldown)));
-    // An aborted donor retirement cancels its rebalance transaction.
-    if pass
-        .status
-        .rebalance
-        .as_ref()
-        .and_then(|r| r.donor_role.as_deref())
-        == Some(last.role.as_str())
-        && let Some(r) = pass.status.rebalance.as_mut()
-    {
-        // Cancel the transaction; the exhaustion episode goes on, its donation spent.
-        r.donor_role = None;
-        r.donor_target_replicas = None;
-        r.receiver_target_replicas = None;
-        r.started_at = None;
-        r.reason = Some(rebalance::DONATION_ATTEMPTED.to_string());
-    }
-    let restored: Vec<String> = shrunk
-        .iter()
-        .map(|(role, removed)| format!("{role} to {}", removed.end))
-        .collect();
-    pass.event(
-        true,
-        "ScaleDownAborted",
-        WriteKind::Restore.action(),
-        format!(
-            "a retirement of {} was aborted; restored {}; scale-down waits {cooldown} s",
-            last.role,
-            restored.join(", ")
-        ),
-    );
-}
-
-/// Tracks the pending cohort; rolls back the whole baseline when admission is exhausted.
-fn cohort(
-    pass: &mut Pass,
-    target: &Target,
-    binding: &str,
-    term: i64,
-    guards: &mut Guards,
-    memory: &mut Memory,
-) {
-    let Some(cohort) = pass.status.pending_cohort.clone() else {
-        return;
-    };
-    let timeout = pass.input.scaler.spec.pending_timeout_seconds();
-    match protocol::cohort_state(&cohort, target, timeout, pass.now()) {
-        CohortState::Admitted => {
-            pass.status.pending_cohort = None;
-            // Growth was admitted: the exhaustion episode (and any transaction) is over.
-            if pass
-                .status
-                .rebalance
-                .as_ref()
-                .is_some_and(|r| r.reason.as_deref() != Some(rebalance::DONOR_RELEASE))
-            {
-                pass.status.rebalance = None;
-            }
-        }
-        CohortState::Waiting => guards.unadmitted_ordinals = true,
-        CohortState::Exhausted { unadmitted, parked } => {
-            // Seen before this rollback's own commit record replaces lastCommit (D22).
-            let external = external_change(pass, target);
-            let current = protocol::current_vector(target.deployment);
-            // The roles the cohort grew go back to its baseline; roles that moved otherwise
-            // since (a shrink while the cohort waited) keep their counts.
-            let mut baseline = current.clone();
-            for (role, (from, _)) in
-                protocol::changes(&cohort.baseline_vector, &cohort.target_vector)
-            {
-                if let Some(now) = baseline.get_mut(&role) {
-                    *now = (*now).min(from);
-                }
-            }
-            record_commit(pass, target, binding, term, &baseline, WriteKind::Rollback);
-            pass.status.pending_cohort = None;
-            // A rollback that lowers a role a scale-down also lowered is not that scale-down:
-            // its record must not restore the rolled-back count after an abort.
-            if let Some(last) = pass.status.last_scale_down.as_mut() {
-                for (role, (from, to)) in protocol::changes(&current, &baseline) {
-                    if let Some(pre) = last.pre_scale_down_vector.get_mut(&role) {
-                        *pre -= from - to;
-                    }
-                }
-            }
-            let receiver = unadmitted.first().map(|(role, _)| role.clone());
-            // Within one episode a Priority donation is attempted once (D27); our own commits
-            // do not end the episode.
-            let generation = pass.input.scaler.generation;
-            let attempted = !external
-                && pass.status.rebalance.as_ref().is_some_and(|r| {
-                    r.exhaustion_episode_generation == Some(generation) && r.donation_attempted
-                });
-            // The transaction has not started: startedAt waits for the donor's release.
-            pass.status.rebalance = Some(RebalanceStatus {
-                receiver_role: receiver,
-                exhaustion_episode_generation: Some(generation),
-                donation_attempted: attempted,
-                reason: Some(RESOURCE_EXHAUSTED.to_string()),
-                ..RebalanceStatus::default()
-            });
-            let grown = protocol::changes(&cohort.baseline_vector, &cohort.target_vector);
-            memory.growth_backoff = Some(GrowthBackoff {
-                until: pass.now()
-                    + SignedDuration::from_secs(pass.input.scaler.spec.pending_timeout_seconds()),
-                roles: protocol::same_pool(target.deployment, grown.keys().map(String::as_str)),
-            });
-            let why = if parked {
-                "a Workload was parked"
-            } else {
-                "admission timed out"
-            };
-            let list: Vec<String> = unadmitted.iter().map(|(r, o)| format!("{r}/{o}")).collect();
-            pass.event(
-                true,
-                "ResourceExhausted",
-                WriteKind::Rollback.action(),
-                format!(
-                    "{why} for {}; restored the baseline of decision {}",
-                    list.join(", "),
-                    cohort.decision_id
-                ),
-            );
-        }
-    }
-}
-
 /// Builds the policy, restores memory, plans, and fills the role statuses.
 fn plan_roles(
     pass: &mut Pass,
@@ -1050,7 +495,7 @@ fn commit(pass: &mut Pass, target: &Target, binding: &str, term: i64, memory: &m
 
 /// Commits `vector` and records what it starts: a pending cohort and the scale-up time of
 /// every grown role, the scale-down record of a shrunk role. Returns the decision ID.
-fn commit_vector(
+pub(crate) fn commit_vector(
     pass: &mut Pass,
     target: &Target,
     binding: &str,
@@ -1092,7 +537,7 @@ fn commit_vector(
 }
 
 /// Writes `vector` with a new decision and records `lastCommit`; returns the decision ID.
-fn record_commit(
+pub(crate) fn record_commit(
     pass: &mut Pass,
     target: &Target,
     binding: &str,
@@ -1131,206 +576,4 @@ fn record_commit(
         }),
     });
     decision
-}
-
-/// Conditions, memory and the status-write decision.
-fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
-    let input = pass.input;
-    let planned = pass.plan.is_some();
-    if planned {
-        metrics_and_blocked(&mut pass);
-    }
-    let generation = pass
-        .status
-        .observed_generation
-        .unwrap_or(input.scaler.generation);
-    pass.status.conditions = conditions::apply(
-        &input.scaler.status.conditions,
-        &pass.reports,
-        generation,
-        input.now,
-    );
-    if let Some(planner) = memory.planner.as_ref().filter(|_| planned) {
-        crate::memory::persist(planner, &mut pass.status);
-    }
-    let write_status = control_plane(&pass.status) != control_plane(input.scaler.status);
-    Outcome {
-        write: pass.write,
-        status: pass.status,
-        write_status,
-        events: pass.events,
-        plan: pass.plan,
-    }
-}
-
-fn metrics_and_blocked(pass: &mut Pass) {
-    let plan = pass.plan.as_ref().expect("planned");
-    let episode = pass
-        .status
-        .rebalance
-        .as_ref()
-        .and_then(|r| r.reason.clone());
-    let exhausted = episode.is_some();
-    let aborted_cooldown = pass.status.last_scale_down.as_ref().is_some_and(|l| {
-        l.outcome == ScaleDownOutcome::Aborted
-            && l.cooldown_until
-                .as_ref()
-                .is_some_and(|t| pass.input.now < t.0)
-    });
-    // Roles without current readings or complete coverage, and roles their algorithm holds
-    // for want of a reading it can use (an unknown kind under a token algorithm, D31).
-    let waiting: Vec<&str> = plan
-        .roles
-        .iter()
-        .filter(|r| {
-            let observation = pass.input.observations.get(&r.name);
-            let observed = observation.is_some_and(|o| {
-                matches!(o.signal_state, SignalState::Fresh | SignalState::Idle)
-                    && o.coverage_complete
-            });
-            !observed || r.algorithm_reason == Reason::WaitingForMetrics
-        })
-        .map(|r| r.name.as_str())
-        .collect();
-    let (metrics, blocked) = match &plan.conflict {
-        Some((reason, message)) => {
-            let reason = reason.as_str();
-            let message = format!("{message}; adjust the policy to include the current vector");
-            (
-                Report::new(METRICS_READY, false, reason, message.clone()),
-                Report::new(BLOCKED, true, reason, message),
-            )
-        }
-        None => {
-            let metrics = if exhausted {
-                Report::new(
-                    METRICS_READY,
-                    false,
-                    "ResourceExhausted",
-                    "added replicas were not admitted; check quota and admission before growth resumes",
-                )
-            } else if waiting.is_empty() {
-                Report::new(
-                    METRICS_READY,
-                    true,
-                    "Observed",
-                    "all required role signals are available",
-                )
-            } else {
-                Report::new(
-                    METRICS_READY,
-                    false,
-                    "WaitingForMetrics",
-                    format!(
-                        "roles {waiting:?} lack current readings or complete coverage; scale-down waits"
-                    ),
-                )
-            };
-            let ratio_conflict = plan.roles.iter().any(|r| r.reason == Reason::RatioConflict);
-            let blocked = if ratio_conflict {
-                Report::new(
-                    BLOCKED,
-                    true,
-                    "RatioConflict",
-                    "no feasible vector was found for a ratio component; it holds its counts",
-                )
-            } else if aborted_cooldown {
-                Report::new(
-                    BLOCKED,
-                    true,
-                    "ScaleDownAborted",
-                    "a retirement was aborted and restored; scale-down waits for the cooldown",
-                )
-            } else if episode.as_deref() == Some(rebalance::NOT_APPLICABLE) {
-                Report::new(
-                    BLOCKED,
-                    true,
-                    "RebalanceNotApplicable",
-                    "the receiver still needs to grow but no role can donate (same instanceType, above its minimum, allowed by rebalance.policy)",
-                )
-            } else if episode.as_deref() == Some(rebalance::BLOCKED) {
-                Report::new(
-                    BLOCKED,
-                    true,
-                    "RebalanceBlocked",
-                    "a donation would break bounds or ratios in between, or was already attempted in this episode; edit the scaler spec to start a new one",
-                )
-            } else if exhausted {
-                Report::new(
-                    BLOCKED,
-                    true,
-                    "ResourceExhausted",
-                    "a scale-up was rolled back after its replicas were not admitted",
-                )
-            } else if plan.pacing_bounded() {
-                let held: Vec<String> = plan
-                    .roles
-                    .iter()
-                    .filter(|r| r.reason == Reason::PacingBounded)
-                    .map(|r| {
-                        let limits: Vec<String> = r.limits.iter().map(|l| l.to_string()).collect();
-                        format!("{} ({})", r.name, limits.join("; "))
-                    })
-                    .collect();
-                Report::new(
-                    BLOCKED,
-                    true,
-                    "PacingBounded",
-                    format!("held by pacing or guards: {}", held.join(", ")),
-                )
-            } else {
-                Report::new(
-                    BLOCKED,
-                    false,
-                    "Ready",
-                    "no constraint holds the recommendations",
-                )
-            };
-            (metrics, blocked)
-        }
-    };
-    pass.reports.push(metrics);
-    pass.reports.push(blocked);
-}
-
-/// What makes a status write necessary (D23): decisions, the binding, conditions, and each
-/// role's counts and reason. Histories and filters ride along but do not trigger a write.
-fn control_plane(status: &ModelDeploymentScalerStatus) -> serde_json::Value {
-    let roles: Vec<serde_json::Value> = status
-        .roles
-        .iter()
-        .map(|r| {
-            serde_json::json!([
-                r.name,
-                r.current_replicas,
-                r.ready_replicas,
-                r.raw_recommended_replicas,
-                r.constrained_replicas,
-                r.reason
-            ])
-        })
-        .collect();
-    let conditions: Vec<serde_json::Value> = status
-        .conditions
-        .iter()
-        .map(|c| {
-            serde_json::json!([
-                c.type_,
-                c.status,
-                c.reason,
-                c.message,
-                c.observed_generation
-            ])
-        })
-        .collect();
-    serde_json::json!({
-        "generation": status.observed_generation,
-        "binding": status.binding,
-        "lastCommit": status.last_commit,
-        "pendingCohort": status.pending_cohort,
-        "rebalance": status.rebalance,
-        "lastScaleDown": status.last_scale_down,
-        "roles": roles,
-        "conditions": conditions,
-    })
 }
