@@ -339,3 +339,22 @@ fn admit(w: &mut World, role: &str, ordinals: std::ops::Range<i32>) {
             .insert((role.to_string(), o), WorkloadAdmission::Admitted);
     }
 }
+
+#[test]
+fn predictor_history_keeps_only_samples_inside_the_active_window() {
+    // Stable window 180 s, panic window 60 s: samples older than 180 s leave the history.
+    let mut w = decode_token_world(2);
+    w.edit(|s| {
+        s["algorithm"]["tokenThroughput"]["stableWindowSeconds"] = json!(180);
+        s["algorithm"]["tokenThroughput"]["panicWindowSeconds"] = json!(60);
+    });
+    let mut o = wants(2, 2);
+    o.generation_tokens_per_second = Some(150.0);
+    w.observe("decode", o);
+    let outcomes = w.run(900, 15);
+    let last = outcomes.last().unwrap();
+    let history = &last.status.predictors[0].history;
+    assert_eq!(history.len(), 12, "{history:?}");
+    let oldest = history.first().unwrap().timestamp.0;
+    assert!(oldest > t(w.now) - jiff::SignedDuration::from_secs(180));
+}
