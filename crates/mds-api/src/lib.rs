@@ -5,6 +5,7 @@ pub mod annotations;
 pub mod defaults;
 pub mod quantity;
 pub mod ratio_feasibility;
+pub mod resources;
 pub mod spec;
 pub mod status;
 pub mod target;

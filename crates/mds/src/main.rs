@@ -54,6 +54,16 @@ enum Command {
     ///
     /// Exit status: 0 replayed, 2 an input could not be read or parsed.
     Replay(commands::replay::Args),
+    /// Run the operator: plan and commit replica counts for every ModelDeploymentScaler.
+    ///
+    /// Watches ModelDeploymentScalers, their ModelDeployments, the targets' Pods and Kueue
+    /// Workloads; samples each target's engines every sampling.intervalSeconds; runs the
+    /// decision core; writes the target (JSON Patch with test operations), the status and
+    /// events. Serves Prometheus metrics and health probes. With leader election (the
+    /// default) only the Lease holder plans and writes.
+    ///
+    /// Exit status: 0 after a clean shutdown (SIGTERM or Ctrl-C), 1 when it cannot start.
+    Controller(commands::controller::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,5 +73,6 @@ fn main() -> ExitCode {
         Command::Validate(args) => commands::validate::run(&args),
         Command::InspectMetrics(args) => commands::inspect_metrics::run(&args),
         Command::Replay(args) => commands::replay::run(&args),
+        Command::Controller(args) => commands::controller::run(&args),
     }
 }

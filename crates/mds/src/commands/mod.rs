@@ -1,3 +1,4 @@
+pub mod controller;
 pub mod crd;
 pub mod inspect_metrics;
 pub mod replay;

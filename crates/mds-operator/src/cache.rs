@@ -1,0 +1,219 @@
+//! Watch caches grouped the way passes read them: scalers and targets by namespace and name,
+//! Pods by namespace and target (their instance label), Workloads by namespace and name. Fed
+//! by watch events, so a pass never lists anything. A relist replaces the contents at once
+//! when it completes, never piecemeal.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use kube::runtime::watcher::Event;
+
+/// The group an object belongs to: (namespace, key).
+pub type GroupKey = (String, String);
+
+/// Objects by group, then by name.
+pub struct Cache<K> {
+    /// Which group an object is filed under, from the object.
+    group_of: fn(&K) -> Option<GroupKey>,
+    inner: RwLock<Inner<K>>,
+    synced: AtomicBool,
+}
+
+struct Inner<K> {
+    groups: HashMap<GroupKey, BTreeMap<String, Arc<K>>>,
+    /// (namespace, name) -> group, so a deletion or a moved label finds the old entry.
+    filed: HashMap<(String, String), GroupKey>,
+    /// Objects of a relist in progress.
+    relist: Option<Vec<K>>,
+}
+
+impl<K> Default for Inner<K> {
+    fn default() -> Self {
+        Inner {
+            groups: HashMap::new(),
+            filed: HashMap::new(),
+            relist: None,
+        }
+    }
+}
+
+fn identity<K: kube::Resource>(object: &K) -> Option<(String, String)> {
+    let meta = object.meta();
+    Some((
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone()?,
+    ))
+}
+
+impl<K: kube::Resource + Clone> Cache<K> {
+    pub fn new(group_of: fn(&K) -> Option<GroupKey>) -> Cache<K> {
+        Cache {
+            group_of,
+            inner: RwLock::new(Inner::default()),
+            synced: AtomicBool::new(false),
+        }
+    }
+
+    /// Files objects by their own namespace and name.
+    pub fn by_name() -> Cache<K> {
+        Cache::new(identity)
+    }
+
+    /// A first complete list has arrived.
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Applies one watch event; returns the objects it touched (for wake-ups).
+    pub fn apply(&self, event: Event<K>) -> Vec<K> {
+        let mut inner = self.inner.write().expect("cache lock");
+        match event {
+            Event::Init => {
+                inner.relist = Some(Vec::new());
+                vec![]
+            }
+            Event::InitApply(object) => {
+                if let Some(buffer) = inner.relist.as_mut() {
+                    buffer.push(object);
+                }
+                vec![]
+            }
+            Event::InitDone => {
+                let objects = inner.relist.take().unwrap_or_default();
+                let mut fresh = Inner::default();
+                for object in &objects {
+                    insert(&mut fresh, self.group_of, object.clone());
+                }
+                *inner = fresh;
+                self.synced.store(true, Ordering::Release);
+                objects
+            }
+            Event::Apply(object) => {
+                insert(&mut inner, self.group_of, object.clone());
+                vec![object]
+            }
+            Event::Delete(object) => {
+                if let Some(id) = identity(&object) {
+                    remove(&mut inner, &id);
+                }
+                vec![object]
+            }
+        }
+    }
+
+    /// Every object of a group.
+    pub fn group(&self, namespace: &str, key: &str) -> Vec<Arc<K>> {
+        let inner = self.inner.read().expect("cache lock");
+        inner
+            .groups
+            .get(&(namespace.to_string(), key.to_string()))
+            .map(|g| g.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The object of that namespace and name, for caches filed by name.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        let inner = self.inner.read().expect("cache lock");
+        let group = inner
+            .filed
+            .get(&(namespace.to_string(), name.to_string()))?;
+        inner.groups.get(group)?.get(name).cloned()
+    }
+
+    /// Every object in the cache.
+    pub fn all(&self) -> Vec<Arc<K>> {
+        let inner = self.inner.read().expect("cache lock");
+        inner
+            .groups
+            .values()
+            .flat_map(|g| g.values().cloned())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.read().expect("cache lock").filed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn insert<K: kube::Resource>(
+    inner: &mut Inner<K>,
+    group_of: fn(&K) -> Option<GroupKey>,
+    object: K,
+) {
+    let Some(id) = identity(&object) else {
+        return;
+    };
+    remove(inner, &id);
+    let Some(group) = group_of(&object) else {
+        return;
+    };
+    inner.filed.insert(id.clone(), group.clone());
+    inner
+        .groups
+        .entry(group)
+        .or_default()
+        .insert(id.1, Arc::new(object));
+}
+
+fn remove<K>(inner: &mut Inner<K>, id: &(String, String)) {
+    if let Some(group) = inner.filed.remove(id)
+        && let Some(g) = inner.groups.get_mut(&group)
+    {
+        g.remove(&id.1);
+        if g.is_empty() {
+            inner.groups.remove(&group);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    fn pod(name: &str, instance: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns",
+            "labels": {"app.kubernetes.io/instance": instance}}}))
+        .unwrap()
+    }
+
+    fn by_instance(p: &Pod) -> Option<GroupKey> {
+        let instance = p
+            .metadata
+            .labels
+            .as_ref()?
+            .get("app.kubernetes.io/instance")?;
+        Some((p.metadata.namespace.clone()?, instance.clone()))
+    }
+
+    #[test]
+    fn events_file_objects_by_group_and_relists_replace_at_once() {
+        let cache = Cache::new(by_instance);
+        cache.apply(Event::Apply(pod("a", "llm")));
+        cache.apply(Event::Apply(pod("b", "llm")));
+        cache.apply(Event::Apply(pod("c", "other")));
+        assert_eq!(cache.group("ns", "llm").len(), 2);
+        // A label change moves the Pod.
+        cache.apply(Event::Apply(pod("b", "other")));
+        assert_eq!(cache.group("ns", "llm").len(), 1);
+        assert_eq!(cache.group("ns", "other").len(), 2);
+        cache.apply(Event::Delete(pod("a", "llm")));
+        assert!(cache.group("ns", "llm").is_empty());
+        // During a relist the old contents stay until it completes.
+        assert!(!cache.synced());
+        cache.apply(Event::Init);
+        cache.apply(Event::InitApply(pod("d", "llm")));
+        assert_eq!(cache.group("ns", "other").len(), 2);
+        cache.apply(Event::InitDone);
+        assert!(cache.synced());
+        assert!(cache.group("ns", "other").is_empty());
+        assert_eq!(cache.group("ns", "llm").len(), 1);
+        assert_eq!(cache.len(), 1);
+    }
+}

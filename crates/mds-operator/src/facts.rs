@@ -1,0 +1,287 @@
+//! What the core needs to know about the target's instances, read from its Pods and Workloads
+//! (D4, D5, D6, D13; the GPUStack labels of each instance's Pods).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use mds_api::target::{ModelDeployment, Workload, WorkloadAdmission, labels};
+use mds_signals::scrape::PodFacts;
+
+/// The annotations GPUStack puts on serving Pods for scraping.
+mod annotations {
+    pub const SCRAPE: &str = "prometheus.io/scrape";
+    pub const SCHEME: &str = "prometheus.io/scheme";
+    pub const PORT: &str = "prometheus.io/port";
+    pub const PATH: &str = "prometheus.io/path";
+}
+
+/// The engine container of every serving Pod.
+const ENGINE_CONTAINER: &str = "main";
+
+/// One Pod's place in the target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodPlace {
+    pub role: String,
+    pub ordinal: i32,
+    pub member: i32,
+}
+
+fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn annotation(pod: &Pod, key: &str) -> Option<String> {
+    pod.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+/// Role, ordinal and member of a Pod from its labels; `None` for a Pod that carries no
+/// ordinal (not an instance member).
+pub fn place(pod: &Pod) -> Option<PodPlace> {
+    Some(PodPlace {
+        role: label(pod, labels::COMPONENT)?.to_string(),
+        ordinal: label(pod, labels::POD_ORDINAL)?.parse().ok()?,
+        // Older GPUStack revisions set the member index only above size 1: absent is 0.
+        member: label(pod, labels::MEMBER_INDEX).map_or(Some(0), |m| m.parse().ok())?,
+    })
+}
+
+fn condition_true(pod: &Pod, condition: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == condition && c.status == "True")
+        })
+}
+
+/// Ready and not on its way out.
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none() && condition_true(pod, "Ready")
+}
+
+/// The engine container's restart count, when reported (D8: a restart drops the baseline).
+pub fn restart_count(pod: &Pod) -> Option<u32> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    let main = statuses.iter().find(|c| c.name == ENGINE_CONTAINER)?;
+    u32::try_from(main.restart_count).ok()
+}
+
+/// The facts the core's `Target` carries besides the deployment itself.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InstanceFacts {
+    pub admission: BTreeMap<(String, i32), WorkloadAdmission>,
+    pub ordinals_with_pods: BTreeSet<(String, i32)>,
+    pub ready_ordinals: BTreeSet<(String, i32)>,
+}
+
+/// Reads admission (D4), remaining Pods (D5) and readiness (D13) per instance.
+pub fn instance_facts(
+    md: &ModelDeployment,
+    pods: &[Arc<Pod>],
+    workloads: Option<&[Arc<Workload>]>,
+) -> InstanceFacts {
+    let mut members: BTreeMap<(String, i32), Vec<(&Pod, i32)>> = BTreeMap::new();
+    for pod in pods {
+        if let Some(p) = place(pod) {
+            members
+                .entry((p.role, p.ordinal))
+                .or_default()
+                .push((pod.as_ref(), p.member));
+        }
+    }
+    let size = |role: &str| {
+        md.spec
+            .roles
+            .iter()
+            .find(|r| r.name == role)
+            .map_or(1, |r| r.size())
+    };
+    let workloads_by_name: Option<BTreeMap<&str, &Workload>> = workloads.map(|ws| {
+        ws.iter()
+            .filter_map(|w| Some((w.metadata.name.as_deref()?, w.as_ref())))
+            .collect()
+    });
+    let mut facts = InstanceFacts::default();
+    for (key, group) in &members {
+        facts.ordinals_with_pods.insert(key.clone());
+        let complete: BTreeSet<i32> = group
+            .iter()
+            .filter(|(pod, _)| pod_ready(pod))
+            .map(|(_, member)| *member)
+            .collect();
+        if complete.len() as i32 >= size(&key.0) {
+            facts.ready_ordinals.insert(key.clone());
+        }
+        let admission = match &workloads_by_name {
+            Some(by_name) => workload_admission(group, by_name),
+            None => scheduled_admission(group),
+        };
+        facts.admission.insert(key.clone(), admission);
+    }
+    facts
+}
+
+/// D4: the instance's Workload is named by its Pods' pod-group label and owned by one of them;
+/// no Workload yet means not composed (pending, not refused).
+fn workload_admission(
+    group: &[(&Pod, i32)],
+    by_name: &BTreeMap<&str, &Workload>,
+) -> WorkloadAdmission {
+    let uids: BTreeSet<&str> = group
+        .iter()
+        .filter_map(|(p, _)| p.metadata.uid.as_deref())
+        .collect();
+    let workload = group
+        .iter()
+        .filter_map(|(p, _)| label(p, labels::POD_GROUP_NAME))
+        .find_map(|name| by_name.get(name))
+        .filter(|w| {
+            // A Workload of the same name owned by other Pods is not this instance's.
+            w.metadata.owner_references.as_ref().is_none_or(|refs| {
+                refs.is_empty() || refs.iter().any(|r| uids.contains(r.uid.as_str()))
+            })
+        });
+    workload.map_or(WorkloadAdmission::Pending, |w| w.admission())
+}
+
+/// D4 without the Workload API: admitted once every Pod of the instance is scheduled.
+fn scheduled_admission(group: &[(&Pod, i32)]) -> WorkloadAdmission {
+    if group.iter().all(|(p, _)| condition_true(p, "PodScheduled")) {
+        WorkloadAdmission::Admitted
+    } else {
+        WorkloadAdmission::Pending
+    }
+}
+
+/// The scrape facts of one role's Pods (D6 chooses among them).
+pub fn pod_facts(pods: &[Arc<Pod>], role: &str) -> Vec<PodFacts> {
+    pods.iter()
+        .filter(|p| label(p, labels::COMPONENT) == Some(role))
+        .map(|pod| {
+            let place = place(pod);
+            PodFacts {
+                uid: pod.metadata.uid.clone().unwrap_or_default(),
+                ordinal: place.as_ref().and_then(|p| u32::try_from(p.ordinal).ok()),
+                member_index: place.as_ref().and_then(|p| u32::try_from(p.member).ok()),
+                ready: pod_ready(pod),
+                pod_ip: pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.pod_ip.clone())
+                    .filter(|ip| !ip.is_empty()),
+                scrape_annotation: annotation(pod, annotations::SCRAPE),
+                scheme_annotation: annotation(pod, annotations::SCHEME),
+                port_annotation: annotation(pod, annotations::PORT),
+                path_annotation: annotation(pod, annotations::PATH),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(role: &str, ordinal: i32, member: Option<i32>, ready: bool, group: &str) -> Arc<Pod> {
+        let mut labels = json!({
+            "app.kubernetes.io/instance": "llm",
+            "app.kubernetes.io/component": role,
+            "modeldeployment.gpustack.ai/pod-ordinal": ordinal.to_string(),
+            "kueue.x-k8s.io/pod-group-name": group,
+        });
+        if let Some(m) = member {
+            labels["modeldeployment.gpustack.ai/member-index"] = json!(m.to_string());
+        }
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("{role}-{ordinal}-{member:?}"), "uid": format!("uid-{role}-{ordinal}-{member:?}"), "labels": labels},
+                "status": {
+                    "podIP": "127.0.0.2",
+                    "conditions": [
+                        {"type": "Ready", "status": if ready { "True" } else { "False" }},
+                        {"type": "PodScheduled", "status": "True"}
+                    ],
+                    "containerStatuses": [{"name": "main", "restartCount": 2, "ready": ready, "image": "x", "imageID": "y"}]
+                }
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn workload(name: &str, admitted: bool) -> Arc<Workload> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "status": {"conditions": [{"type": "Admitted", "status": if admitted { "True" } else { "False" }}]}
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn md() -> ModelDeployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "llm"},
+            "spec": {"roles": [
+                {"name": "prefill", "replicas": 2, "instanceType": "h"},
+                {"name": "decode", "replicas": 1, "size": 2, "instanceType": "h"}
+            ]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn instances_are_read_from_labels_workloads_and_readiness() {
+        let pods = vec![
+            pod("prefill", 0, None, true, "g-p0"),
+            pod("prefill", 1, None, false, "g-p1"),
+            pod("decode", 0, Some(0), true, "g-d0"),
+            pod("decode", 0, Some(1), false, "g-d0"),
+        ];
+        let workloads = vec![workload("g-p0", true), workload("g-d0", false)];
+        let facts = instance_facts(&md(), &pods, Some(&workloads));
+        let key = |r: &str, o: i32| (r.to_string(), o);
+        assert_eq!(
+            facts.admission[&key("prefill", 0)],
+            WorkloadAdmission::Admitted
+        );
+        assert_eq!(
+            facts.admission[&key("prefill", 1)],
+            WorkloadAdmission::Pending,
+            "no Workload yet: not composed"
+        );
+        assert_eq!(
+            facts.admission[&key("decode", 0)],
+            WorkloadAdmission::Unadmitted
+        );
+        assert_eq!(
+            facts.ready_ordinals,
+            [key("prefill", 0)].into(),
+            "decode 0 has one of two members ready"
+        );
+        assert_eq!(facts.ordinals_with_pods.len(), 3);
+        // Without the Workload API, scheduled Pods are admitted.
+        let facts = instance_facts(&md(), &pods, None);
+        assert_eq!(
+            facts.admission[&key("prefill", 1)],
+            WorkloadAdmission::Admitted
+        );
+    }
+
+    #[test]
+    fn scrape_facts_carry_ordinals_members_and_annotations() {
+        let pods = vec![pod("decode", 3, Some(1), true, "g")];
+        let facts = pod_facts(&pods, "decode");
+        assert_eq!(facts.len(), 1);
+        assert_eq!(
+            (facts[0].ordinal, facts[0].member_index),
+            (Some(3), Some(1))
+        );
+        assert!(facts[0].ready);
+        assert_eq!(facts[0].pod_ip.as_deref(), Some("127.0.0.2"));
+        assert_eq!(restart_count(&pods[0]), Some(2));
+        assert!(pod_facts(&pods, "prefill").is_empty());
+    }
+}

@@ -1,0 +1,145 @@
+//! The two ports a worker reaches the world through (ARCHITECTURE: the worker and its ports).
+//! `Cluster` reads one scaler's snapshot and makes its writes; `MetricsSource` reads one Pod's
+//! `/metrics` page. The production adapters are kube-rs and reqwest; the simulator serves both
+//! from its world model. Only API objects cross these ports, never kube-rs client types.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use mds_api::ModelDeploymentScaler;
+use mds_api::status::ModelDeploymentScalerStatus;
+use mds_api::target::{ModelDeployment, Workload};
+use mds_core::{Event, PatchOp};
+
+/// Names one scaler.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ScalerKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for ScalerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What one pass reads of the cluster: the scaler, its target and the target's Pods and
+/// Workloads, as the watch caches hold them.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub scaler: Arc<ModelDeploymentScaler>,
+    pub target: Option<Arc<ModelDeployment>>,
+    /// The target's Pods (label `app.kubernetes.io/instance=<target>`).
+    pub pods: Vec<Arc<Pod>>,
+    /// The Workloads of the target's namespace that its Pods name; `None` when the Kueue
+    /// Workload API is not served (D4 then reads admission from `PodScheduled`).
+    pub workloads: Option<Vec<Arc<Workload>>>,
+}
+
+/// Why a write did not land.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// Someone else moved the object (a failed JSON Patch `test`, HTTP 409 or 422): drop the
+    /// plan and re-plan from the new state next pass (D3). Never retried blindly.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The API server or an admission webhook refused the write for good (403, other 4xx):
+    /// re-planned next pass like a conflict, and reported.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// The object is gone.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The API server could not be reached or failed (5xx, timeouts): re-planned next pass.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl WriteError {
+    /// A short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WriteError::Conflict(_) => "conflict",
+            WriteError::Refused(_) => "refused",
+            WriteError::NotFound(_) => "not_found",
+            WriteError::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
+/// The cluster as one worker sees it.
+pub trait Cluster: Send + Sync {
+    /// The scaler and what it plans over; `None` once the scaler is gone.
+    fn snapshot(&self, key: &ScalerKey) -> impl Future<Output = Option<Snapshot>> + Send;
+
+    /// Applies a JSON Patch to the target (its `test` operations guard it, D3).
+    fn patch_target(
+        &self,
+        namespace: &str,
+        target: &str,
+        ops: &[PatchOp],
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Replaces the scaler's status, guarded by the resource version the snapshot read, so a
+    /// status computed from an old spec never lands.
+    fn write_status(
+        &self,
+        scaler: &ModelDeploymentScaler,
+        status: &ModelDeploymentScalerStatus,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Adds (`true`) or removes (`false`) the scaler's finalizer, guarded by its resource
+    /// version; returns the scaler as written (its new resource version guards later writes).
+    fn set_finalizer(
+        &self,
+        scaler: &ModelDeploymentScaler,
+        present: bool,
+    ) -> impl Future<Output = Result<ModelDeploymentScaler, WriteError>> + Send;
+
+    /// Emits an event about the scaler (best effort).
+    fn emit(
+        &self,
+        scaler: &ModelDeploymentScaler,
+        event: &Event,
+    ) -> impl Future<Output = ()> + Send;
+}
+
+/// Why a Pod's page could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScrapeError {
+    #[error("timed out after {0} ms")]
+    Timeout(u64),
+    #[error("connection failed: {0}")]
+    Connect(String),
+    #[error("HTTP status {0}")]
+    Status(u16),
+    #[error("body larger than {0} bytes")]
+    TooLarge(u64),
+    #[error("body is not UTF-8")]
+    NotText,
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ScrapeError {
+    /// A short label for the scrape-error metric.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ScrapeError::Timeout(_) => "timeout",
+            ScrapeError::Connect(_) => "connect",
+            ScrapeError::Status(_) => "http_status",
+            ScrapeError::TooLarge(_) => "too_large",
+            ScrapeError::NotText => "not_text",
+            ScrapeError::Other(_) => "other",
+        }
+    }
+}
+
+/// Reads engine pages.
+pub trait MetricsSource: Send + Sync {
+    /// The text of the page at `url`, at most `mds_signals::scrape::MAX_PAGE_BYTES`.
+    fn fetch(&self, url: &str) -> impl Future<Output = Result<String, ScrapeError>> + Send;
+}

@@ -1,0 +1,414 @@
+//! The controller runtime: watch caches for scalers, their targets, the targets' Pods and
+//! Workloads; one task per scaler that runs its worker on the schedule; a supervisor that
+//! starts tasks for new scalers and wakes them when their spec, target or binding changes.
+//! Passes run only while this controller is the leader; a change of leader resets every
+//! worker's memory, so the next pass restores it from status.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource};
+use mds_api::ModelDeploymentScaler;
+use mds_api::annotations::BINDING_ANNOTATION;
+use mds_api::resources::{TargetApiVersion, WORKLOAD_GROUP, WORKLOAD_VERSION};
+use mds_api::target::{ModelDeployment, Workload};
+use serde::de::DeserializeOwned;
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::cache::Cache;
+use crate::http_source::{HttpSource, ScrapeConfig};
+use crate::kube_cluster::{Caches, KubeCluster};
+use crate::ports::ScalerKey;
+use crate::schedule::{Fingerprint, Next, Schedule, offset};
+use crate::telemetry::Telemetry;
+use crate::worker::Worker;
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// Watch and manage scalers in this namespace only; all namespaces when `None`.
+    pub namespace: Option<String>,
+    pub target_version: TargetApiVersion,
+    pub scrape: ScrapeConfig,
+    /// Passes running at once across all scalers.
+    pub max_concurrent_passes: usize,
+    /// This controller's identity (events' reporting instance, the lease holder).
+    pub instance: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("the scrape client could not be built: {0}")]
+    Scraper(#[from] reqwest::Error),
+    #[error("discovering the Kueue Workload API failed: {0}")]
+    Discovery(kube::Error),
+}
+
+enum Message {
+    Scaler {
+        key: ScalerKey,
+        uid: String,
+        target: String,
+    },
+    Target {
+        namespace: String,
+        name: String,
+    },
+    Done(ScalerKey),
+}
+
+/// Everything the worker tasks share.
+struct Shared {
+    caches: Arc<Caches>,
+    cluster: KubeCluster,
+    source: HttpSource,
+    passes: Semaphore,
+    telemetry: Arc<Telemetry>,
+    leader: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Whether the Kueue Workload API is served (D4 falls back to `PodScheduled` without it).
+async fn workloads_served(client: &Client) -> Result<bool, RuntimeError> {
+    match client
+        .list_api_group_resources(&format!("{WORKLOAD_GROUP}/{WORKLOAD_VERSION}"))
+        .await
+    {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == "workloads")),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(RuntimeError::Discovery(e)),
+    }
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn target_api(
+    client: &Client,
+    namespace: Option<&str>,
+    version: &TargetApiVersion,
+) -> Api<ModelDeployment> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, version),
+        None => Api::all_with(client.clone(), version),
+    }
+}
+
+/// Feeds a watch into a cache and hands touched objects to `touched`.
+fn feed<K>(
+    stream: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+    cache: impl Fn(Event<K>) -> Vec<K> + Send + 'static,
+    touched: impl Fn(K) + Send + 'static,
+) -> tokio::task::JoinHandle<()>
+where
+    K: Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream.default_backoff());
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => {
+                    for object in cache(event) {
+                        touched(object);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+            }
+        }
+    })
+}
+
+fn watch_into<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    caches: &Arc<Caches>,
+    pick: fn(&Caches) -> &Cache<K>,
+    touched: impl Fn(K) + Send + 'static,
+) -> tokio::task::JoinHandle<()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let caches = caches.clone();
+    feed(
+        watcher::watcher(api, config),
+        move |event| pick(&caches).apply(event),
+        touched,
+    )
+}
+
+/// Runs the controller until `shutdown` turns true. Passes run while `leader` is true.
+pub async fn run(
+    client: Client,
+    config: ControllerConfig,
+    telemetry: Arc<Telemetry>,
+    leader: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), RuntimeError> {
+    let caches = Arc::new(Caches::new(workloads_served(&client).await?));
+    let leader_flag = Arc::new(AtomicBool::new(*leader.borrow()));
+    let shared = Arc::new(Shared {
+        caches: caches.clone(),
+        cluster: KubeCluster::new(
+            client.clone(),
+            caches.clone(),
+            config.target_version,
+            config.instance.clone(),
+            leader_flag.clone(),
+        ),
+        source: HttpSource::new(config.scrape.clone())?,
+        passes: Semaphore::new(config.max_concurrent_passes.max(1)),
+        telemetry: telemetry.clone(),
+        leader: leader.clone(),
+        shutdown: shutdown.clone(),
+    });
+    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+    let ns = config.namespace.as_deref();
+    let mut watches = Vec::new();
+    let scaler_tx = tx.clone();
+    watches.push(watch_into(
+        api::<ModelDeploymentScaler>(&client, ns),
+        watcher::Config::default(),
+        &caches,
+        |c| &c.scalers,
+        move |s: ModelDeploymentScaler| {
+            let _ = scaler_tx.send(Message::Scaler {
+                key: ScalerKey {
+                    namespace: s.metadata.namespace.clone().unwrap_or_default(),
+                    name: s.metadata.name.clone().unwrap_or_default(),
+                },
+                uid: s.metadata.uid.clone().unwrap_or_default(),
+                target: s.spec.target_ref.name.clone(),
+            });
+        },
+    ));
+    let target_tx = tx.clone();
+    watches.push(watch_into(
+        target_api(&client, ns, &config.target_version),
+        watcher::Config::default(),
+        &caches,
+        |c| &c.targets,
+        move |md| {
+            let _ = target_tx.send(Message::Target {
+                namespace: md.metadata.namespace.clone().unwrap_or_default(),
+                name: md.metadata.name.clone().unwrap_or_default(),
+            });
+        },
+    ));
+    watches.push(watch_into(
+        api::<Pod>(&client, ns),
+        watcher::Config::default().labels("app.kubernetes.io/name=model-deployment"),
+        &caches,
+        |c| &c.pods,
+        |_| {},
+    ));
+    if caches.workloads.is_some() {
+        watches.push(watch_into(
+            api::<Workload>(&client, ns),
+            watcher::Config::default(),
+            &caches,
+            |c| c.workloads.as_ref().expect("served"),
+            |_| {},
+        ));
+    }
+    // Mirror the leader state for the writers' gate.
+    {
+        let mut leader = leader.clone();
+        let flag = leader_flag.clone();
+        let telemetry = telemetry.clone();
+        tokio::spawn(async move {
+            loop {
+                let now = *leader.borrow_and_update();
+                flag.store(now, Ordering::Release);
+                telemetry.leader.set(now as i64);
+                if leader.changed().await.is_err() {
+                    flag.store(false, Ordering::Release);
+                    telemetry.leader.set(0);
+                    return;
+                }
+            }
+        });
+    }
+    let mut workers: HashMap<ScalerKey, Arc<Notify>> = HashMap::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut by_target: HashMap<(String, String), BTreeSet<ScalerKey>> = HashMap::new();
+    let mut shutdown_rx = shutdown.clone();
+    let mut ready_tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = shutdown_rx.wait_for(|s| *s) => break,
+            _ = ready_tick.tick(), if !telemetry.ready.load(Ordering::Acquire) => {
+                telemetry.ready.store(caches.synced(), Ordering::Release);
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            Some(message) = rx.recv() => match message {
+                Message::Scaler { key, uid, target } => {
+                    by_target
+                        .entry((key.namespace.clone(), target))
+                        .or_default()
+                        .insert(key.clone());
+                    let notify = workers.entry(key.clone()).or_insert_with(|| {
+                        let notify = Arc::new(Notify::new());
+                        tasks.spawn(worker_task(key.clone(), uid, shared.clone(), notify.clone(), tx.clone()));
+                        notify
+                    });
+                    notify.notify_one();
+                    telemetry.scalers.set(workers.len() as i64);
+                }
+                Message::Target { namespace, name } => {
+                    for key in by_target.get(&(namespace, name)).into_iter().flatten() {
+                        if let Some(n) = workers.get(key) {
+                            n.notify_one();
+                        }
+                    }
+                }
+                Message::Done(key) => {
+                    workers.remove(&key);
+                    for keys in by_target.values_mut() {
+                        keys.remove(&key);
+                    }
+                    telemetry.scalers.set(workers.len() as i64);
+                }
+            }
+        }
+    }
+    for w in watches {
+        w.abort();
+    }
+    // Passes in flight finish (a pass is never cut between its writes); then the caller may
+    // release the lease.
+    drop(shared);
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// What may bring a pass forward, read from the caches.
+fn fingerprint(caches: &Caches, key: &ScalerKey) -> Fingerprint {
+    let Some(scaler) = caches.scalers.get(&key.namespace, &key.name) else {
+        return Fingerprint::default();
+    };
+    let target = caches
+        .targets
+        .get(&key.namespace, &scaler.spec.target_ref.name);
+    Fingerprint {
+        scaler_generation: scaler.metadata.generation.unwrap_or(0),
+        scaler_deleting: scaler.metadata.deletion_timestamp.is_some(),
+        target_uid: target.as_ref().and_then(|t| t.metadata.uid.clone()),
+        target_generation: target.as_ref().and_then(|t| t.metadata.generation),
+        binding: target.as_ref().and_then(|t| {
+            t.metadata
+                .annotations
+                .as_ref()?
+                .get(BINDING_ANNOTATION)
+                .cloned()
+        }),
+    }
+}
+
+fn interval_of(caches: &Caches, key: &ScalerKey) -> Duration {
+    let seconds = caches
+        .scalers
+        .get(&key.namespace, &key.name)
+        .map_or(15, |s| s.spec.interval_seconds());
+    Duration::from_secs(seconds.max(1) as u64)
+}
+
+async fn worker_task(
+    key: ScalerKey,
+    uid: String,
+    shared: Arc<Shared>,
+    wake: Arc<Notify>,
+    done: mpsc::UnboundedSender<Message>,
+) {
+    let mut worker = Worker::new(key.clone());
+    let mut leader = shared.leader.clone();
+    let mut shutdown = shared.shutdown.clone();
+    let mut roles: Vec<String> = Vec::new();
+    'leadership: loop {
+        // Wait to lead; a new term starts from status, spread over the interval.
+        tokio::select! {
+            _ = leader.wait_for(|l| *l) => {}
+            _ = shutdown.wait_for(|s| *s) => break 'leadership,
+        }
+        worker.reset();
+        let interval = interval_of(&shared.caches, &key);
+        let mut schedule = Schedule::new(Instant::now() + offset(&uid, interval));
+        loop {
+            let interval = interval_of(&shared.caches, &key);
+            let current = fingerprint(&shared.caches, &key);
+            match schedule.next(Instant::now(), interval, &current) {
+                Next::Sleep(until) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(until) => {}
+                        _ = wake.notified() => {}
+                        _ = leader.wait_for(|l| !*l) => continue 'leadership,
+                        _ = shutdown.wait_for(|s| *s) => break 'leadership,
+                    }
+                }
+                Next::Run { forward } => {
+                    let Ok(_permit) = shared.passes.acquire().await else {
+                        break 'leadership;
+                    };
+                    let started = Instant::now();
+                    schedule.ran(started, forward, current);
+                    let span = tracing::info_span!("pass", scaler = %key, forward);
+                    let report = worker
+                        .pass(&shared.cluster, &shared.source, jiff::Timestamp::now())
+                        .instrument(span.clone())
+                        .await;
+                    let seconds = started.elapsed().as_secs_f64();
+                    shared.telemetry.observe(&key, &report, seconds);
+                    log_pass(&span, &key, &report);
+                    if let Some(plan) = &report.plan {
+                        roles = plan.roles.iter().map(|r| r.name.clone()).collect();
+                    }
+                    if report.gone {
+                        break 'leadership;
+                    }
+                }
+            }
+        }
+    }
+    shared.telemetry.forget(&key, &roles);
+    let _ = done.send(Message::Done(key));
+}
+
+fn log_pass(span: &tracing::Span, key: &ScalerKey, report: &crate::worker::PassReport) {
+    let _entered = span.enter();
+    let target = report.target.as_deref().unwrap_or("");
+    let decision = report.decision_id.as_deref().unwrap_or("");
+    if let Some((kind, result)) = &report.write {
+        match result {
+            Ok(()) => {
+                tracing::info!(scaler = %key, target, decision_id = decision, kind = kind.as_str(), "target written")
+            }
+            Err(e) => {
+                tracing::warn!(scaler = %key, target, decision_id = decision, kind = kind.as_str(), error = %e, "target write did not land; re-planned next pass")
+            }
+        }
+    }
+    if let Some(Err(e)) = &report.status {
+        tracing::warn!(scaler = %key, target, error = %e, "status write did not land");
+    }
+    if let Some(problem) = &report.problem {
+        tracing::warn!(scaler = %key, target, problem = problem.as_str(), "pass problem");
+    }
+    let failed = report.scrapes.iter().filter(|s| s.error.is_some()).count();
+    if failed > 0 {
+        tracing::debug!(scaler = %key, target, failed, total = report.scrapes.len(), "scrapes failed");
+    }
+}

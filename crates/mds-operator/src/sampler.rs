@@ -1,0 +1,134 @@
+//! One pass's sampling of a target: which Pods to scrape (D6), their pages through the
+//! `MetricsSource` port, and the per-role observations (D7–D10). Counter baselines live in the
+//! worker's `SampleStore`, per Pod UID, and are dropped when a Pod stops answering or goes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::future::join_all;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use mds_api::target::ModelDeployment;
+use mds_signals::scrape::{self, ScrapeTarget};
+use mds_signals::{PodReading, RoleInputs, RoleObservation, SampleStore, engine, exposition};
+
+use crate::facts::{pod_facts, restart_count};
+use crate::ports::{MetricsSource, ScrapeError};
+
+/// How one Pod's scrape went.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScrapeResult {
+    pub role: String,
+    pub pod_uid: String,
+    pub seconds: f64,
+    pub error: Option<ScrapeError>,
+}
+
+/// The observations of a pass and how the scrapes went.
+#[derive(Clone, Debug, Default)]
+pub struct Sampling {
+    pub observations: BTreeMap<String, RoleObservation>,
+    pub scrapes: Vec<ScrapeResult>,
+    /// Why nothing was scraped, when that is the target's fault (an unknown engine).
+    pub problem: Option<String>,
+}
+
+/// Scrapes the target's Pods and observes every role.
+pub async fn sample<M: MetricsSource>(
+    metrics: &M,
+    store: &mut SampleStore,
+    md: &ModelDeployment,
+    pods: &[Arc<Pod>],
+    interval_seconds: u32,
+    now: Timestamp,
+) -> Sampling {
+    // Baselines of Pods that are gone describe nothing any more.
+    let live: Vec<&str> = pods
+        .iter()
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .collect();
+    store.retain(&live);
+    let engine_kind = match md.engine_kind() {
+        Ok(kind) => kind,
+        Err(unknown) => {
+            return Sampling {
+                problem: Some(unknown.to_string()),
+                ..Sampling::default()
+            };
+        }
+    };
+    let mut sampling = Sampling::default();
+    let mut plans = Vec::new();
+    for role in &md.spec.roles {
+        let plan = scrape::plan(&pod_facts(pods, &role.name));
+        plans.push((role, plan));
+    }
+    // Every Pod of every role at once; the source bounds concurrency across scalers.
+    let fetches = plans.iter().flat_map(|(role, plan)| {
+        plan.targets
+            .iter()
+            .map(move |t| fetch_one(metrics, role.name.as_str(), t))
+    });
+    let pages = join_all(fetches).await;
+    let restarts: BTreeMap<&str, Option<u32>> = pods
+        .iter()
+        .filter_map(|p| Some((p.metadata.uid.as_deref()?, restart_count(p))))
+        .collect();
+    let mut readings: BTreeMap<&str, Vec<PodReading>> = BTreeMap::new();
+    for (role, uid, seconds, page) in pages {
+        let error = match page {
+            Ok(text) => {
+                let page = exposition::parse(&text);
+                let engine_sample = engine::read(engine_kind, &page);
+                let restarts = restarts.get(uid.as_str()).copied().flatten();
+                let reading = store.record(engine_kind, &uid, restarts, engine_sample, now);
+                readings.entry(role).or_default().push(reading);
+                None
+            }
+            Err(e) => {
+                // No answer: the next valid sample starts a new window (D8).
+                store.forget(&uid);
+                Some(e)
+            }
+        };
+        sampling.scrapes.push(ScrapeResult {
+            role: role.to_string(),
+            pod_uid: uid,
+            seconds,
+            error,
+        });
+    }
+    for (role, plan) in &plans {
+        let role_readings = readings.remove(role.name.as_str()).unwrap_or_default();
+        let mut observation = mds_signals::observe_role(&RoleInputs {
+            kind: &role.kind(),
+            ready_replicas: plan.eligible_ready,
+            readings: &role_readings,
+            interval_seconds,
+            now,
+        });
+        // D6: more eligible Pods than the cap, or Pods whose address is unusable, leave the
+        // role's coverage incomplete.
+        if plan.capped || !plan.unusable.is_empty() {
+            observation.coverage_complete = false;
+        }
+        sampling.observations.insert(role.name.clone(), observation);
+    }
+    sampling
+}
+
+async fn fetch_one<'a, M: MetricsSource>(
+    metrics: &M,
+    role: &'a str,
+    target: &ScrapeTarget,
+) -> (&'a str, String, f64, Result<String, ScrapeError>) {
+    let started = Instant::now();
+    let page = metrics.fetch(&target.url).await;
+    (
+        role,
+        target.uid.clone(),
+        started.elapsed().as_secs_f64(),
+        page,
+    )
+}

@@ -1,0 +1,306 @@
+//! The operator's own metrics (prometheus-client) and the `/metrics`, `/healthz` and
+//! `/readyz` endpoints.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::ports::ScalerKey;
+use crate::worker::PassReport;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScalerLabels {
+    pub namespace: String,
+    pub scaler: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RoleLabels {
+    pub namespace: String,
+    pub scaler: String,
+    pub role: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    pub kind: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+/// Every metric the controller exports.
+pub struct Telemetry {
+    registry: Registry,
+    pub passes: Counter,
+    pub pass_seconds: Histogram,
+    /// Target writes that landed, by kind (bind, commit, rollback, restore, release).
+    pub decisions: Family<KindLabels, Counter>,
+    pub commits: Counter,
+    pub rollbacks: Counter,
+    pub restores: Counter,
+    pub write_failures: Family<FailureLabels, Counter>,
+    pub status_writes: Counter,
+    pub scrape_errors: Family<ReasonLabels, Counter>,
+    pub scrape_seconds: Histogram,
+    pub recommended: Family<RoleLabels, Gauge>,
+    pub constrained: Family<RoleLabels, Gauge>,
+    pub current: Family<RoleLabels, Gauge>,
+    pub leader: Gauge,
+    pub scalers: Gauge,
+    /// Watch caches hold their first complete lists.
+    pub ready: AtomicBool,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Telemetry::new()
+    }
+}
+
+impl Telemetry {
+    pub fn new() -> Telemetry {
+        let mut registry = Registry::with_prefix("mds");
+        let t = Telemetry {
+            passes: Counter::default(),
+            pass_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            decisions: Family::default(),
+            commits: Counter::default(),
+            rollbacks: Counter::default(),
+            restores: Counter::default(),
+            write_failures: Family::default(),
+            status_writes: Counter::default(),
+            scrape_errors: Family::default(),
+            scrape_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            recommended: Family::default(),
+            constrained: Family::default(),
+            current: Family::default(),
+            leader: Gauge::default(),
+            scalers: Gauge::default(),
+            ready: AtomicBool::new(false),
+            registry: Registry::default(),
+        };
+        registry.register("passes", "Scaler passes run", t.passes.clone());
+        registry.register(
+            "pass_duration_seconds",
+            "Duration of one scaler pass (snapshot, scrape, plan, writes)",
+            t.pass_seconds.clone(),
+        );
+        registry.register(
+            "decisions",
+            "Target writes that landed, by kind",
+            t.decisions.clone(),
+        );
+        registry.register("commits", "Planned vectors committed", t.commits.clone());
+        registry.register(
+            "rollbacks",
+            "Pending cohorts rolled back after an admission timeout",
+            t.rollbacks.clone(),
+        );
+        registry.register(
+            "restores",
+            "Pre-scale-down vectors restored after an aborted retirement",
+            t.restores.clone(),
+        );
+        registry.register(
+            "write_failures",
+            "Target writes that did not land, by kind and reason (re-planned next pass)",
+            t.write_failures.clone(),
+        );
+        registry.register("status_writes", "Status writes", t.status_writes.clone());
+        registry.register(
+            "scrape_errors",
+            "Engine pages that could not be read, by reason",
+            t.scrape_errors.clone(),
+        );
+        registry.register(
+            "scrape_duration_seconds",
+            "Time to read one engine page",
+            t.scrape_seconds.clone(),
+        );
+        registry.register(
+            "role_recommended_replicas",
+            "The algorithm's recommendation per role",
+            t.recommended.clone(),
+        );
+        registry.register(
+            "role_constrained_replicas",
+            "The recommendation after bounds, ratios, pacing and guards",
+            t.constrained.clone(),
+        );
+        registry.register(
+            "role_current_replicas",
+            "The count on the target per role",
+            t.current.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this controller holds the lease",
+            t.leader.clone(),
+        );
+        registry.register("scalers", "Scalers with a worker", t.scalers.clone());
+        Telemetry { registry, ..t }
+    }
+
+    /// Records a pass.
+    pub fn observe(&self, key: &ScalerKey, report: &PassReport, seconds: f64) {
+        self.passes.inc();
+        self.pass_seconds.observe(seconds);
+        for s in &report.scrapes {
+            self.scrape_seconds.observe(s.seconds);
+            if let Some(e) = &s.error {
+                self.scrape_errors
+                    .get_or_create(&ReasonLabels {
+                        reason: e.reason().into(),
+                    })
+                    .inc();
+            }
+        }
+        if let Some((kind, result)) = &report.write {
+            match result {
+                Ok(()) => {
+                    self.decisions
+                        .get_or_create(&KindLabels {
+                            kind: kind.as_str().into(),
+                        })
+                        .inc();
+                    match kind {
+                        mds_core::WriteKind::Commit => self.commits.inc(),
+                        mds_core::WriteKind::Rollback => self.rollbacks.inc(),
+                        mds_core::WriteKind::Restore => self.restores.inc(),
+                        _ => 0,
+                    };
+                }
+                Err(e) => {
+                    self.write_failures
+                        .get_or_create(&FailureLabels {
+                            kind: kind.as_str().into(),
+                            reason: e.kind().into(),
+                        })
+                        .inc();
+                }
+            }
+        }
+        if matches!(report.status, Some(Ok(()))) {
+            self.status_writes.inc();
+        }
+        if let Some(plan) = &report.plan {
+            for role in &plan.roles {
+                let labels = RoleLabels {
+                    namespace: key.namespace.clone(),
+                    scaler: key.name.clone(),
+                    role: role.name.clone(),
+                };
+                self.recommended.get_or_create(&labels).set(role.raw as i64);
+                self.constrained
+                    .get_or_create(&labels)
+                    .set(role.constrained as i64);
+                self.current.get_or_create(&labels).set(role.current as i64);
+            }
+        }
+    }
+
+    /// Drops the per-role series of a scaler that is gone.
+    pub fn forget(&self, key: &ScalerKey, roles: &[String]) {
+        for role in roles {
+            let labels = RoleLabels {
+                namespace: key.namespace.clone(),
+                scaler: key.name.clone(),
+                role: role.clone(),
+            };
+            self.recommended.remove(&labels);
+            self.constrained.remove(&labels);
+            self.current.remove(&labels);
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+async fn metrics(State(t): State<Arc<Telemetry>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        t.encode(),
+    )
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(t): State<Arc<Telemetry>>) -> impl IntoResponse {
+    if t.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ok")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "watch caches are not synced yet",
+        )
+    }
+}
+
+/// Which endpoints a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoints {
+    pub metrics: bool,
+    pub probes: bool,
+}
+
+/// The router of the chosen endpoints.
+pub fn router(telemetry: Arc<Telemetry>, endpoints: Endpoints) -> Router {
+    let mut router = Router::new();
+    if endpoints.metrics {
+        router = router.route("/metrics", get(metrics));
+    }
+    if endpoints.probes {
+        router = router
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(readyz));
+    }
+    router.with_state(telemetry)
+}
+
+/// Binds `addr` (so a taken port fails at start, not later).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
+/// Serves the chosen endpoints until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    telemetry: Arc<Telemetry>,
+    endpoints: Endpoints,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(telemetry, endpoints))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

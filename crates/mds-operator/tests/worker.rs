@@ -1,0 +1,331 @@
+//! The worker's executor rules on in-memory ports: the finalizer comes first, a target write
+//! that does not land leaves no status and no memory behind, the status is written only when
+//! the core asks, and a deleted scaler releases its binding before its finalizer goes.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Pod;
+use mds_api::ModelDeploymentScaler;
+use mds_api::annotations::BINDING_ANNOTATION;
+use mds_api::status::ModelDeploymentScalerStatus;
+use mds_api::target::ModelDeployment;
+use mds_core::{Event, PatchOp, WriteKind};
+use mds_operator::{
+    Cluster, FINALIZER, MetricsSource, ScalerKey, ScrapeError, Snapshot, Worker, WriteError,
+};
+use serde_json::{Value, json};
+
+#[derive(Default)]
+struct World {
+    scaler: Value,
+    target: Value,
+    pods: Vec<Value>,
+    /// Pages by URL.
+    pages: BTreeMap<String, String>,
+    /// The next target write fails with this.
+    fail_next_patch: Option<WriteError>,
+    patches: Vec<Vec<PatchOp>>,
+    status_writes: usize,
+    events: Vec<Event>,
+}
+
+#[derive(Clone, Default)]
+struct Fake(Arc<Mutex<World>>);
+
+fn bump(object: &mut Value) {
+    let rv: u64 = object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("1")
+        .parse()
+        .unwrap();
+    object["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+}
+
+impl Cluster for Fake {
+    async fn snapshot(&self, _key: &ScalerKey) -> Option<Snapshot> {
+        let w = self.0.lock().unwrap();
+        if w.scaler.is_null() {
+            return None;
+        }
+        Some(Snapshot {
+            scaler: Arc::new(serde_json::from_value(w.scaler.clone()).unwrap()),
+            target: Some(Arc::new(serde_json::from_value(w.target.clone()).unwrap())),
+            pods: w
+                .pods
+                .iter()
+                .map(|p| Arc::new(serde_json::from_value::<Pod>(p.clone()).unwrap()))
+                .collect(),
+            workloads: None,
+        })
+    }
+
+    async fn patch_target(
+        &self,
+        _ns: &str,
+        _name: &str,
+        ops: &[PatchOp],
+    ) -> Result<(), WriteError> {
+        let mut w = self.0.lock().unwrap();
+        if let Some(e) = w.fail_next_patch.take() {
+            return Err(e);
+        }
+        let patch: json_patch::Patch =
+            serde_json::from_value(serde_json::to_value(ops).unwrap()).unwrap();
+        let mut doc = w.target.clone();
+        json_patch::patch(&mut doc, &patch).map_err(|e| WriteError::Conflict(e.to_string()))?;
+        if doc["spec"] != w.target["spec"] {
+            let g = doc["metadata"]["generation"].as_i64().unwrap_or(1);
+            doc["metadata"]["generation"] = json!(g + 1);
+        }
+        bump(&mut doc);
+        w.target = doc;
+        w.patches.push(ops.to_vec());
+        Ok(())
+    }
+
+    async fn write_status(
+        &self,
+        scaler: &ModelDeploymentScaler,
+        status: &ModelDeploymentScalerStatus,
+    ) -> Result<(), WriteError> {
+        let mut w = self.0.lock().unwrap();
+        if w.scaler["metadata"]["resourceVersion"].as_str()
+            != scaler.metadata.resource_version.as_deref()
+        {
+            return Err(WriteError::Conflict("stale resource version".into()));
+        }
+        w.scaler["status"] = serde_json::to_value(status).unwrap();
+        bump(&mut w.scaler);
+        w.status_writes += 1;
+        Ok(())
+    }
+
+    async fn set_finalizer(
+        &self,
+        scaler: &ModelDeploymentScaler,
+        present: bool,
+    ) -> Result<ModelDeploymentScaler, WriteError> {
+        let mut w = self.0.lock().unwrap();
+        if w.scaler["metadata"]["resourceVersion"].as_str()
+            != scaler.metadata.resource_version.as_deref()
+        {
+            return Err(WriteError::Conflict("stale resource version".into()));
+        }
+        let finalizers = if present {
+            json!([FINALIZER])
+        } else {
+            json!([])
+        };
+        w.scaler["metadata"]["finalizers"] = finalizers;
+        bump(&mut w.scaler);
+        if !present && w.scaler["metadata"]["deletionTimestamp"].is_string() {
+            w.scaler = Value::Null; // the API server deletes it now
+            return Ok(scaler.clone());
+        }
+        Ok(serde_json::from_value(w.scaler.clone()).unwrap())
+    }
+
+    async fn emit(&self, _scaler: &ModelDeploymentScaler, event: &Event) {
+        self.0.lock().unwrap().events.push(event.clone());
+    }
+}
+
+impl MetricsSource for Fake {
+    async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
+        self.0
+            .lock()
+            .unwrap()
+            .pages
+            .get(url)
+            .cloned()
+            .ok_or(ScrapeError::Status(404))
+    }
+}
+
+fn page(running: u64) -> String {
+    format!(
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} {running}\n\
+         # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} 0\n\
+         # TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{{model_name=\"m\"}} 1000\n\
+         # TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{{model_name=\"m\"}} 500\n"
+    )
+}
+
+fn pod(ordinal: i32) -> Value {
+    json!({
+        "metadata": {"name": format!("llm-server-{ordinal}"), "namespace": "ns", "uid": format!("pod-{ordinal}"),
+            "labels": {"app.kubernetes.io/name": "model-deployment", "app.kubernetes.io/instance": "llm",
+                "app.kubernetes.io/component": "server", "modeldeployment.gpustack.ai/pod-ordinal": ordinal.to_string()},
+            "annotations": {"prometheus.io/port": "8000"}},
+        "status": {"podIP": format!("127.0.0.{}", 10 + ordinal), "conditions": [
+            {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
+    })
+}
+
+fn world() -> Fake {
+    let w = World {
+        scaler: json!({
+            "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
+            "metadata": {"name": "llm", "namespace": "ns", "uid": "scaler-1", "generation": 1, "resourceVersion": "1"},
+            "spec": {"targetRef": {"name": "llm"}, "mode": "Active",
+                "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
+                "algorithm": {"proportional": {"metric": "QueueDepth", "roleTargets": [{"name": "server", "target": "10"}]}}}
+        }),
+        target: json!({
+            "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+            "metadata": {"name": "llm", "namespace": "ns", "uid": "md-1", "generation": 1, "resourceVersion": "1"},
+            "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
+                "roles": [{"name": "server", "replicas": 2, "instanceType": "h100"}]}
+        }),
+        pods: vec![pod(0), pod(1)],
+        pages: [
+            ("http://127.0.0.10:8000/metrics".to_string(), page(30)),
+            ("http://127.0.0.11:8000/metrics".to_string(), page(30)),
+        ]
+        .into(),
+        ..World::default()
+    };
+    Fake(Arc::new(Mutex::new(w)))
+}
+
+fn key() -> ScalerKey {
+    ScalerKey {
+        namespace: "ns".into(),
+        name: "llm".into(),
+    }
+}
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000).unwrap() + SignedDuration::from_secs(seconds)
+}
+
+fn replicas(f: &Fake) -> i64 {
+    f.0.lock().unwrap().target["spec"]["roles"][0]["replicas"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_pass_adds_the_finalizer_binds_then_commits() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    let report = worker.pass(&f, &f, at(0)).await;
+    assert_eq!(report.write.as_ref().map(|w| w.0), Some(WriteKind::Bind));
+    {
+        let w = f.0.lock().unwrap();
+        assert_eq!(w.scaler["metadata"]["finalizers"], json!([FINALIZER]));
+        assert!(w.target["metadata"]["annotations"][BINDING_ANNOTATION].is_string());
+        assert_eq!(
+            w.status_writes, 1,
+            "the status went in with the finalizer's version"
+        );
+        assert!(w.events.iter().all(|e| !e.action.is_empty()));
+    }
+    // 60 requests over 2 ready against 10 per replica: 6 replicas, 4 at most per pass.
+    let report = worker.pass(&f, &f, at(15)).await;
+    assert_eq!(
+        report.write.as_ref().map(|w| w.0),
+        Some(WriteKind::Commit),
+        "{:?} {:?}",
+        report.problem,
+        report.plan
+    );
+    assert_eq!(replicas(&f), 6);
+    assert_eq!(report.scrapes.len(), 2);
+    assert!(report.scrapes.iter().all(|s| s.error.is_none()));
+}
+
+#[tokio::test]
+async fn a_write_that_does_not_land_leaves_no_status_and_is_replanned() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await; // bind
+    let writes_before = f.0.lock().unwrap().status_writes;
+    f.0.lock().unwrap().fail_next_patch = Some(WriteError::Conflict("test failed".into()));
+    let report = worker.pass(&f, &f, at(15)).await;
+    assert!(matches!(
+        report.write,
+        Some((WriteKind::Commit, Err(WriteError::Conflict(_))))
+    ));
+    assert_eq!(replicas(&f), 2);
+    {
+        let w = f.0.lock().unwrap();
+        assert_eq!(
+            w.status_writes, writes_before,
+            "no status for a decision that did not land"
+        );
+        assert!(w.events.iter().all(|e| e.reason != "Scaled"));
+    }
+    // The next pass plans again from what is there and lands.
+    let report = worker.pass(&f, &f, at(30)).await;
+    assert!(matches!(report.write, Some((WriteKind::Commit, Ok(())))));
+    assert_eq!(replicas(&f), 6);
+}
+
+#[tokio::test]
+async fn a_steady_scaler_writes_nothing() {
+    let f = world();
+    {
+        let mut w = f.0.lock().unwrap();
+        w.pages = [
+            ("http://127.0.0.10:8000/metrics".to_string(), page(10)),
+            ("http://127.0.0.11:8000/metrics".to_string(), page(10)),
+        ]
+        .into();
+    }
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await;
+    worker.pass(&f, &f, at(15)).await;
+    let before = f.0.lock().unwrap().status_writes;
+    for i in 2..10 {
+        let report = worker.pass(&f, &f, at(15 * i)).await;
+        assert!(report.write.is_none());
+        assert!(report.status.is_none(), "pass {i} wrote status");
+    }
+    assert_eq!(f.0.lock().unwrap().status_writes, before);
+}
+
+#[tokio::test]
+async fn a_deleted_scaler_releases_its_binding_then_lets_go() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await; // finalizer + bind
+    f.0.lock().unwrap().scaler["metadata"]["deletionTimestamp"] = json!("2027-01-15T08:00:00Z");
+    let report = worker.pass(&f, &f, at(15)).await;
+    assert!(matches!(report.write, Some((WriteKind::Release, Ok(())))));
+    let w = f.0.lock().unwrap();
+    assert!(
+        w.scaler.is_null(),
+        "the finalizer is gone and the scaler with it"
+    );
+    let annotations = &w.target["metadata"]["annotations"];
+    assert!(
+        annotations
+            .get(BINDING_ANNOTATION)
+            .is_none_or(Value::is_null)
+    );
+    drop(w);
+    let report = worker.pass(&f, &f, at(30)).await;
+    assert!(report.gone);
+}
+
+#[tokio::test]
+async fn pods_that_do_not_answer_are_scrape_errors_not_zero_load() {
+    let f = world();
+    f.0.lock().unwrap().pages.clear();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await;
+    let report = worker.pass(&f, &f, at(15)).await;
+    assert!(
+        report.write.is_none(),
+        "no readings: hold, never shrink to one"
+    );
+    assert_eq!(
+        report.scrapes.iter().filter(|s| s.error.is_some()).count(),
+        2
+    );
+    let md: ModelDeployment = serde_json::from_value(f.0.lock().unwrap().target.clone()).unwrap();
+    assert_eq!(md.spec.roles[0].replicas(), 2);
+}

@@ -1,0 +1,263 @@
+//! `mds controller`: the operator loop. Argument handling and wiring only; the work is in
+//! mds-operator.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use mds_api::resources::TargetApiVersion;
+use mds_operator::http_source::ScrapeConfig;
+use mds_operator::leader::{Election, LeaseConfig};
+use mds_operator::runtime::{self, ControllerConfig};
+use mds_operator::telemetry::{self, Endpoints, Telemetry};
+use tokio::sync::watch;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Kubeconfig to use. Without it: the in-cluster service account when running in a Pod,
+    /// else $KUBECONFIG or ~/.kube/config.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Manage only the ModelDeploymentScalers of this namespace (and watch only its
+    /// ModelDeployments, Pods and Workloads). Default: every namespace.
+    #[arg(long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Address of the Prometheus /metrics endpoint.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_bind_address: SocketAddr,
+    /// Address of the /healthz (alive) and /readyz (watch caches synced) probes; may equal
+    /// the metrics address.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8081")]
+    pub health_probe_bind_address: SocketAddr,
+    /// Elect a leader with a Lease so that only one replica plans and writes. Turn off only
+    /// when exactly one controller runs.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Namespace of the leader Lease (the operator's own namespace).
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        env = "POD_NAMESPACE",
+        default_value = "mds-system"
+    )]
+    pub leader_election_namespace: String,
+    /// Name of the leader Lease.
+    #[arg(long, value_name = "NAME", default_value = "mds-controller")]
+    pub leader_election_id: String,
+    /// Seconds a lease stays valid without renewal: a dead leader is replaced within it.
+    #[arg(long, value_name = "SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=300))]
+    pub lease_duration_seconds: u64,
+    /// Seconds before expiry the leader renews its lease (less than the duration).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=299))]
+    pub lease_renew_grace_seconds: u64,
+    /// This replica's identity as lease holder and event reporter. Default: $POD_NAME, else
+    /// the host name.
+    #[arg(long, value_name = "NAME", env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Version the ModelDeployment API is read and written through: v1 (GPUStack's alias,
+    /// the default) or v1alpha1 (clusters serving only the custom resource).
+    #[arg(long, value_name = "VERSION", default_value = "v1", value_parser = ["v1", "v1alpha1"])]
+    pub target_api_version: String,
+    /// Scaler passes running at once across all scalers.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub max_concurrent_passes: u64,
+    /// Per-Pod budget for reading an engine's /metrics page, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=60000))]
+    pub scrape_timeout_ms: u64,
+    /// Engine pages read at once across all scalers.
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub scrape_concurrency: u64,
+    /// Log format. Fields carry the scaler, its target and decision IDs. The level comes
+    /// from RUST_LOG (default info).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
+
+pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no cluster configuration found: {e}"))?,
+    };
+    kube::Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
+}
+
+fn identity(args: &Args) -> String {
+    args.identity.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "mds".into())
+    })
+}
+
+async fn shutdown_signal(tx: watch::Sender<bool>) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let term = async move {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down: finishing passes in flight, then releasing the lease");
+    let _ = tx.send(true);
+}
+
+async fn serve(args: &Args) -> Result<(), String> {
+    if args.lease_renew_grace_seconds >= args.lease_duration_seconds {
+        return Err(format!(
+            "--lease-renew-grace-seconds ({}) must be less than --lease-duration-seconds ({})",
+            args.lease_renew_grace_seconds, args.lease_duration_seconds
+        ));
+    }
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let telemetry = Arc::new(Telemetry::new());
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    tokio::spawn(shutdown_signal(shutdown_tx));
+    let listeners = if args.metrics_bind_address == args.health_probe_bind_address {
+        vec![(
+            args.metrics_bind_address,
+            Endpoints {
+                metrics: true,
+                probes: true,
+            },
+        )]
+    } else {
+        vec![
+            (
+                args.metrics_bind_address,
+                Endpoints {
+                    metrics: true,
+                    probes: false,
+                },
+            ),
+            (
+                args.health_probe_bind_address,
+                Endpoints {
+                    metrics: false,
+                    probes: true,
+                },
+            ),
+        ]
+    };
+    for (addr, endpoints) in listeners {
+        let listener = telemetry::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let mut stop = shutdown_rx.clone();
+        let telemetry = telemetry.clone();
+        tokio::spawn(telemetry::serve(
+            listener,
+            telemetry,
+            endpoints,
+            async move {
+                let _ = stop.wait_for(|s| *s).await;
+            },
+        ));
+    }
+    let identity = identity(args);
+    let election = if args.leader_elect {
+        Election::start(
+            client.clone(),
+            &LeaseConfig {
+                namespace: args.leader_election_namespace.clone(),
+                name: args.leader_election_id.clone(),
+                identity: identity.clone(),
+                duration_seconds: args.lease_duration_seconds,
+                grace_seconds: args.lease_renew_grace_seconds,
+            },
+        )
+        .await
+        .map_err(|e| format!("leader election cannot start: {e}"))?
+    } else {
+        Election::single()
+    };
+    let config = ControllerConfig {
+        namespace: args.namespace.clone(),
+        target_version: TargetApiVersion::parse(&args.target_api_version).unwrap_or_default(),
+        scrape: ScrapeConfig {
+            timeout: Duration::from_millis(args.scrape_timeout_ms),
+            concurrency: args.scrape_concurrency as usize,
+            ..ScrapeConfig::default()
+        },
+        max_concurrent_passes: args.max_concurrent_passes as usize,
+        instance: identity,
+    };
+    tracing::info!(
+        namespace = args.namespace.as_deref().unwrap_or("<all>"),
+        leader_elect = args.leader_elect,
+        "controller starting"
+    );
+    let result = runtime::run(
+        client,
+        config,
+        telemetry,
+        election.leader.clone(),
+        shutdown_rx,
+    )
+    .await
+    .map_err(|e| e.to_string());
+    election.release().await;
+    result
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    init_logging(args.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mds controller: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mds controller: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
