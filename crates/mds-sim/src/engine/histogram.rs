@@ -48,7 +48,7 @@ impl HistogramAcc {
     /// the share at or below `b` is `1 − exp(−(b − floor) / (mean − floor))` for `b ≥ floor`.
     /// A mean at (or under) the floor puts every observation at the mean.
     pub fn observe(&mut self, n: f64, floor: f64, mean: f64) {
-        if !(n > 0.0) || !mean.is_finite() {
+        if n.is_nan() || n <= 0.0 || !mean.is_finite() {
             return;
         }
         let floor = floor.clamp(0.0, mean.max(0.0));

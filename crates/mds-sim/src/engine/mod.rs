@@ -229,7 +229,7 @@ impl EngineState {
     pub fn advance(&mut self, profile: &EngineProfile, arrivals: &Arrivals, dt: f64) {
         let mut pool = self.backlog;
         pool.add(arrivals);
-        if !(dt > 0.0) {
+        if dt.is_nan() || dt <= 0.0 {
             self.backlog = pool;
             return;
         }

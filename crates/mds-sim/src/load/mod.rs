@@ -302,7 +302,7 @@ impl LoadProfile {
     /// Requests and tokens arriving in `[a, b)` seconds from the origin.
     pub fn arrivals(&self, a: f64, b: f64) -> Arrivals {
         let mut total = Arrivals::default();
-        if !(b > a) {
+        if a.is_nan() || b.is_nan() || b <= a {
             return total;
         }
         // Segments are sorted by start; skip the ones that end before `a`.

@@ -94,7 +94,7 @@ impl World {
                     "{role} ordinal {ordinal} has no member {member}"
                 ))
             })?;
-            m.restart_count += 1;
+            m.restart_count = m.restart_count.saturating_add(1);
             instance.engine = None;
             instance.phase = Phase::Starting {
                 ready_at: later(ctx.now, cold_start),
@@ -280,8 +280,9 @@ impl World {
                 continue;
             };
             for r in &status.roles {
-                let (ready, desired) = (r.ready.unwrap_or(0), r.desired.unwrap_or(0));
+                let ready = r.ready.unwrap_or(0);
                 let desired_count = dep.spec_role(&r.name).map_or(0, desired_of);
+                let desired = desired_count as i32;
                 let extra = dep.roles.get(&r.name).is_some_and(|ri| {
                     ri.instances.values().any(|i| {
                         i.ordinal >= desired_count

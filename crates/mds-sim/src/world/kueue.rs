@@ -16,9 +16,10 @@ pub(crate) fn usage(deployments: &BTreeMap<DeploymentKey, Deployment>) -> BTreeM
     for dep in deployments.values() {
         for (_, instance) in dep.instances() {
             if instance.workload.as_ref().is_some_and(|w| w.holds_quota()) {
-                *used
+                let held = used
                     .entry(instance.shape.instance_type.clone())
-                    .or_default() += instance.shape.gpus;
+                    .or_default();
+                *held = held.saturating_add(instance.shape.gpus);
             }
         }
     }
@@ -130,7 +131,8 @@ fn reserve_in_order(
             blocked.insert(instance_type);
             continue;
         }
-        *used.entry(instance_type).or_default() += instance.shape.gpus;
+        let held = used.entry(instance_type).or_default();
+        *held = held.saturating_add(instance.shape.gpus);
         if let Some(w) = instance.workload.as_mut() {
             w.quota_reserved_at = Some(ctx.now);
             w.evicted = false;

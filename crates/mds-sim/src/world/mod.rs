@@ -116,17 +116,18 @@ pub(crate) struct Ids {
 
 impl Ids {
     pub fn next_serial(&mut self) -> u64 {
-        self.serial += 1;
+        self.serial = self.serial.saturating_add(1);
         self.serial
     }
 
     pub fn next_slot(&mut self) -> u32 {
-        self.slot += 1;
-        self.slot - 1
+        let slot = self.slot;
+        self.slot = self.slot.saturating_add(1);
+        slot
     }
 
     pub fn next_sequence(&mut self) -> u64 {
-        self.sequence += 1;
+        self.sequence = self.sequence.saturating_add(1);
         self.sequence
     }
 

@@ -33,9 +33,10 @@ impl RetirementStep {
         }
     }
 
-    /// Before `Deleting` a retirement can still abort or be cancelled.
+    /// Before `Deleting` (or aborted) a retirement can still be cancelled or lose its target;
+    /// from `Deleting` on nothing aborts.
     pub fn before_deletion(self) -> bool {
-        self < RetirementStep::Deleting
+        !matches!(self, RetirementStep::Deleting | RetirementStep::Settling)
     }
 }
 
@@ -294,30 +295,46 @@ fn abort_state(dep: &mut Deployment, state: &mut RetirementState, reason: &str, 
 }
 
 /// The target instance was killed from outside (eviction, deleted Pod): a retirement before
-/// `Deleting` aborts and releases its hold (the instance is removed). Returns whether the
-/// instance was the retirement's target.
+/// `Deleting` aborts and releases its hold, removing the instance. When the ordinal is declared
+/// again (a held reservation the spec restored) or higher ordinals exist (removing it would
+/// leave a gap), the hold is simply released and the instance stays, to be replaced like any
+/// other. Returns whether the instance was removed.
 pub(crate) fn target_killed(dep: &mut Deployment, role: &str, ordinal: u32, ctx: &mut Ctx) -> bool {
     let Some(mut state) = dep.retirement.take() else {
         return false;
     };
-    let hit = state.targets(role, ordinal) && state.step.before_deletion();
-    if hit {
-        if let Some(instances) = dep.roles.get_mut(role) {
-            instances.instances.remove(&ordinal);
-        }
-        if state.step != RetirementStep::Aborted {
-            abort_state(
-                dep,
-                &mut state,
-                "a target member was killed from outside",
-                ctx,
-            );
-        } else {
-            state.reason = "the held instance was killed from outside; hold released".into();
-        }
+    if !(state.targets(role, ordinal) && state.step.before_deletion()) {
+        dep.retirement = Some(state);
+        return false;
+    }
+    let highest = dep
+        .roles
+        .get(role)
+        .and_then(|r| r.instances.keys().max().copied());
+    if ordinal < dep.desired(role) || highest != Some(ordinal) {
+        ctx.event(
+            &dep.key,
+            format!(
+                "retirement of {role} ordinal {ordinal} released: its declared target was killed"
+            ),
+        );
+        return false;
+    }
+    if let Some(instances) = dep.roles.get_mut(role) {
+        instances.instances.remove(&ordinal);
+    }
+    if state.step != RetirementStep::Aborted {
+        abort_state(
+            dep,
+            &mut state,
+            "a target member was killed from outside",
+            ctx,
+        );
+    } else {
+        state.reason = "the held instance was killed from outside; hold released".into();
     }
     dep.retirement = Some(state);
-    hit
+    true
 }
 
 /// The retry annotation `<role>:<ordinal>:<token>`, honoured only while the retirement is
