@@ -242,6 +242,7 @@ impl World {
                 md.metadata.generation = Some(generation);
                 md.metadata.uid = Some(dep.uid().to_string());
                 md.metadata.creation_timestamp = dep.object.metadata.creation_timestamp.clone();
+                md.metadata.namespace = Some(key.namespace.clone());
                 md.status = dep.object.status.take();
                 dep.object = md;
             }
@@ -252,9 +253,9 @@ impl World {
                 }
                 md.metadata.creation_timestamp.get_or_insert(Time(self.now));
                 md.metadata.namespace = Some(key.namespace.clone());
-                let mut dep = Deployment::new(key.clone(), md);
-                status::rebuild(&mut dep, self.now);
-                self.deployments.insert(key.clone(), dep);
+                // No status until the stand-in's first pass, as on a real cluster.
+                self.deployments
+                    .insert(key.clone(), Deployment::new(key.clone(), md));
             }
         }
         Ok(key)
