@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
 /// Label keys GPUStack puts on every Pod of an instance.
@@ -14,6 +14,20 @@ pub mod labels {
     pub const POD_ORDINAL: &str = "modeldeployment.gpustack.ai/pod-ordinal";
     pub const MEMBER_INDEX: &str = "modeldeployment.gpustack.ai/member-index";
     pub const POD_GROUP_NAME: &str = "kueue.x-k8s.io/pod-group-name";
+    pub const NAME: &str = "app.kubernetes.io/name";
+    pub const ROLE_KIND: &str = "modeldeployment.gpustack.ai/role-kind";
+    pub const ENDPOINT_ELIGIBLE: &str = "modeldeployment.gpustack.ai/endpoint-eligible";
+    pub const QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+}
+
+/// Annotation keys on the target and its Pods (TARGET.md sections 4 and 5).
+pub mod annotation_keys {
+    /// `<role>:<ordinal>:<token>`: retry an `Aborted` retirement.
+    pub const RETIREMENT_RETRY: &str = "modeldeployment.gpustack.ai/retirement-retry";
+    pub const SCRAPE: &str = "prometheus.io/scrape";
+    pub const SCRAPE_PATH: &str = "prometheus.io/path";
+    pub const SCRAPE_PORT: &str = "prometheus.io/port";
+    pub const SCRAPE_SCHEME: &str = "prometheus.io/scheme";
 }
 
 /// A GPUStack ModelDeployment, as far as the scaler cares.
@@ -207,6 +221,9 @@ pub struct ModelDeploymentStatus {
     /// Present only while a removal operation exists, in any state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retirement: Option<Retirement>,
+    /// e.g. `1R2S`, `1R3P4D` (kubectl column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_summary: Option<String>,
 }
 
 /// Per-role counts; a missing count means "not observed", never zero.
@@ -239,6 +256,8 @@ pub struct LooseCondition {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
 }
 
 /// The removal operation of one ordinal (TARGET.md section 5).
@@ -261,6 +280,23 @@ pub struct Retirement {
     /// Completed or Aborted.
     #[serde(default)]
     pub state: String,
+    #[serde(
+        rename = "targetMemberUIDs",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub target_member_uids: Vec<String>,
+    /// Free text, not machine-stable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_consumed_retry_token: Option<String>,
 }
 
 impl Retirement {
@@ -288,6 +324,9 @@ pub struct WorkloadSpec {
     pub active: Option<bool>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pod_sets: Vec<PodSet>,
+    /// The LocalQueue the Workload is submitted to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_name: Option<String>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Default)]
@@ -409,7 +448,7 @@ mod tests {
         let wl = |active: Option<bool>, conds: &[(&str, &str)]| Workload {
             spec: WorkloadSpec {
                 active,
-                pod_sets: vec![],
+                ..Default::default()
             },
             status: Some(WorkloadStatus {
                 conditions: conds

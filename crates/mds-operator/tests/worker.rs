@@ -295,18 +295,19 @@ async fn a_deleted_scaler_releases_its_binding_then_lets_go() {
     f.0.lock().unwrap().scaler["metadata"]["deletionTimestamp"] = json!("2027-01-15T08:00:00Z");
     let report = worker.pass(&f, &f, at(15)).await;
     assert!(matches!(report.write, Some((WriteKind::Release, Ok(())))));
-    let w = f.0.lock().unwrap();
-    assert!(
-        w.scaler.is_null(),
-        "the finalizer is gone and the scaler with it"
-    );
-    let annotations = &w.target["metadata"]["annotations"];
-    assert!(
-        annotations
-            .get(BINDING_ANNOTATION)
-            .is_none_or(Value::is_null)
-    );
-    drop(w);
+    {
+        let w = f.0.lock().unwrap();
+        assert!(
+            w.scaler.is_null(),
+            "the finalizer is gone and the scaler with it"
+        );
+        let annotations = &w.target["metadata"]["annotations"];
+        assert!(
+            annotations
+                .get(BINDING_ANNOTATION)
+                .is_none_or(Value::is_null)
+        );
+    }
     let report = worker.pass(&f, &f, at(30)).await;
     assert!(report.gone);
 }

@@ -1,0 +1,101 @@
+//! Cumulative latency histograms fed by a fluid model: each step adds a (fractional) number of
+//! observations spread over a shifted exponential distribution, so buckets fill smoothly and a
+//! p95 read from them moves with the load instead of jumping between two boundaries.
+
+/// Default finite bucket boundaries, in seconds, per engine (ENGINE-METRICS.md §7).
+pub mod layouts {
+    pub const VLLM_TTFT: &[f64] = &[
+        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+        20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+    ];
+    pub const VLLM_ITL: &[f64] = &[
+        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+        20.0, 40.0, 80.0,
+    ];
+    pub const SGLANG_TTFT: &[f64] = &[
+        0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+        200.0, 400.0,
+    ];
+    pub const SGLANG_ITL: &[f64] = &[
+        0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1,
+        0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0,
+    ];
+}
+
+/// A cumulative histogram with fractional counts (rendered rounded down, which keeps buckets
+/// cumulative and monotone over time).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistogramAcc {
+    /// Finite upper bounds, ascending.
+    pub bounds: &'static [f64],
+    /// Cumulative count at each finite bound.
+    pub cumulative: Vec<f64>,
+    pub count: f64,
+    pub sum: f64,
+}
+
+impl HistogramAcc {
+    pub fn new(bounds: &'static [f64]) -> HistogramAcc {
+        HistogramAcc {
+            bounds,
+            cumulative: vec![0.0; bounds.len()],
+            count: 0.0,
+            sum: 0.0,
+        }
+    }
+
+    /// Adds `n` observations with the given mean, distributed as `floor + Exp(mean − floor)`:
+    /// the share at or below `b` is `1 − exp(−(b − floor) / (mean − floor))` for `b ≥ floor`.
+    /// A mean at (or under) the floor puts every observation at the mean.
+    pub fn observe(&mut self, n: f64, floor: f64, mean: f64) {
+        if n.is_nan() || n <= 0.0 || !mean.is_finite() {
+            return;
+        }
+        let floor = floor.clamp(0.0, mean.max(0.0));
+        let spread = mean - floor;
+        for (bound, cumulative) in self.bounds.iter().zip(self.cumulative.iter_mut()) {
+            let share = if spread <= 1e-12 {
+                if *bound >= mean { 1.0 } else { 0.0 }
+            } else if *bound < floor {
+                0.0
+            } else {
+                1.0 - (-(bound - floor) / spread).exp()
+            };
+            *cumulative += n * share;
+        }
+        self.count += n;
+        self.sum += n * mean;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count <= 0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observations_fill_buckets_cumulatively() {
+        let mut h = HistogramAcc::new(&[0.1, 0.5, 1.0, 5.0]);
+        h.observe(100.0, 0.1, 0.6);
+        assert_eq!(h.count, 100.0);
+        assert!((h.sum - 60.0).abs() < 1e-9);
+        assert_eq!(h.cumulative[0], 0.0, "nothing below the floor");
+        assert!(h.cumulative.windows(2).all(|w| w[0] <= w[1]));
+        // 1 − e^{−0.8} of 100 at or below 0.5 s.
+        assert!((h.cumulative[1] - 100.0 * (1.0 - (-0.8f64).exp())).abs() < 1e-9);
+        assert!(h.cumulative[3] <= h.count);
+    }
+
+    #[test]
+    fn a_degenerate_spread_is_a_point_mass() {
+        let mut h = HistogramAcc::new(&[0.1, 0.5]);
+        h.observe(10.0, 0.3, 0.3);
+        assert_eq!(h.cumulative, vec![0.0, 10.0]);
+        h.observe(0.0, 0.0, 1.0);
+        h.observe(f64::NAN, 0.0, 1.0);
+        assert_eq!(h.count, 10.0);
+    }
+}

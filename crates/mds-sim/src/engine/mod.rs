@@ -1,0 +1,436 @@
+//! One serving engine process as a fluid queue (docs/SIMULATION.md has the formulas).
+//!
+//! Requests arrive as fractional amounts ([`Arrivals`]) and join a backlog. A step of `dt`
+//! seconds serves up to `dt / u` requests, where `u` is the engine time one request of the
+//! backlog's mix needs: its cache-missed prompt tokens over the prefill capacity plus its output
+//! tokens over the decode capacity (a prefill engine does only the first part, a decode engine
+//! only the second). Served requests add to the token counters at once; what is left waits.
+//!
+//! Latency and occupancy follow from the step's utilisation `ρ` (served over servable):
+//! - ITL rises linearly from the unloaded `base_itl` to the full-batch step time
+//!   `max(base_itl, max_running / decode_tokens_per_second)` as `ρ` goes from 0 to 1;
+//! - TTFT is `base_ttft` plus the prefill time stretched by `1 / (1 − min(ρ, 0.95))` (an M/M/1
+//!   style wait) plus the time to serve the backlog ahead (`waiting × u`); on a decode engine
+//!   the prefill part is replaced by one decode step;
+//! - each step's served requests stay in the running batch for their residence time (TTFT
+//!   without the backlog wait, plus output length × ITL), so the batch holds served rate ×
+//!   residence (Little's law) and a withdrawn engine empties within one residence time;
+//! - KV usage is running requests × tokens each holds (prompt, plus half the output when the
+//!   engine decodes) over the KV pool, at most 1.
+
+mod batch;
+pub mod histogram;
+
+use jiff::Timestamp;
+use mds_api::target::{Engine, RoleKind};
+
+use crate::load::Arrivals;
+use batch::Batch;
+use histogram::{HistogramAcc, layouts};
+
+/// Capacity and unloaded latency of one engine instance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineProfile {
+    /// Cache-missed prompt tokens per second the instance prefills at full load.
+    pub prefill_tokens_per_second: f64,
+    /// Output tokens per second the instance generates with a full batch.
+    pub decode_tokens_per_second: f64,
+    /// Largest running batch (`--max-num-seqs`, `--max-running-requests`).
+    pub max_running: f64,
+    /// KV-cache pool in tokens.
+    pub kv_cache_tokens: f64,
+    /// TTFT of a lone request, without its prefill compute.
+    pub base_ttft_seconds: f64,
+    /// ITL of a lone request.
+    pub base_itl_seconds: f64,
+}
+
+impl Default for EngineProfile {
+    fn default() -> Self {
+        EngineProfile {
+            prefill_tokens_per_second: 20_000.0,
+            decode_tokens_per_second: 2_500.0,
+            max_running: 256.0,
+            kv_cache_tokens: 500_000.0,
+            base_ttft_seconds: 0.05,
+            base_itl_seconds: 0.015,
+        }
+    }
+}
+
+impl EngineProfile {
+    /// Every field must be a positive, finite number.
+    pub fn validate(&self) -> Result<(), String> {
+        for (field, value) in [
+            ("prefill_tokens_per_second", self.prefill_tokens_per_second),
+            ("decode_tokens_per_second", self.decode_tokens_per_second),
+            ("max_running", self.max_running),
+            ("kv_cache_tokens", self.kv_cache_tokens),
+            ("base_ttft_seconds", self.base_ttft_seconds),
+            ("base_itl_seconds", self.base_itl_seconds),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(format!("{field} is {value}; it must be a positive number"));
+            }
+        }
+        Ok(())
+    }
+
+    /// ITL with a full batch.
+    fn full_batch_itl(&self) -> f64 {
+        self.base_itl_seconds
+            .max(self.max_running / self.decode_tokens_per_second)
+    }
+}
+
+/// What work an engine does, from its role kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WorkKind {
+    /// Prefill and decode (a `Server` role, and kinds the model does not know).
+    Server,
+    /// Prompt only; answers each request with one token (`Prefill`, and `Encode`).
+    Prefill,
+    /// Output only; the prompt's KV arrives from a prefill engine (`Decode`).
+    Decode,
+}
+
+impl WorkKind {
+    pub fn of(kind: &RoleKind) -> WorkKind {
+        match kind {
+            RoleKind::Prefill | RoleKind::Encode => WorkKind::Prefill,
+            RoleKind::Decode => WorkKind::Decode,
+            RoleKind::Server | RoleKind::Unknown(_) => WorkKind::Server,
+        }
+    }
+}
+
+/// Which exposition an engine serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EngineFlavor {
+    /// vLLM 0.10.2: both KV-usage names, both prefix-hit names, both ITL names.
+    Vllm010,
+    /// vLLM 0.11: preferred names only (the legacy ITL name stays), plus the per-request
+    /// time-per-output-token histogram.
+    Vllm011,
+    /// SGLang 0.5.18 or later, multiprocess collector.
+    Sglang,
+}
+
+impl EngineFlavor {
+    /// From `spec.engine`: vLLM `0.10*` → 0.10, any other vLLM → 0.11, SGLang → SGLang; other
+    /// engines serve no page.
+    pub fn of(engine: Option<&Engine>) -> Option<EngineFlavor> {
+        let engine = engine?;
+        match mds_api::target::EngineKind::from_name(&engine.name).ok()? {
+            mds_api::target::EngineKind::Vllm => {
+                let old = engine
+                    .version
+                    .as_deref()
+                    .is_some_and(|v| v.trim_start_matches('v').starts_with("0.10"));
+                Some(if old {
+                    EngineFlavor::Vllm010
+                } else {
+                    EngineFlavor::Vllm011
+                })
+            }
+            mds_api::target::EngineKind::Sglang => Some(EngineFlavor::Sglang),
+        }
+    }
+
+    fn layouts(self) -> (&'static [f64], &'static [f64]) {
+        match self {
+            EngineFlavor::Vllm010 | EngineFlavor::Vllm011 => {
+                (layouts::VLLM_TTFT, layouts::VLLM_ITL)
+            }
+            EngineFlavor::Sglang => (layouts::SGLANG_TTFT, layouts::SGLANG_ITL),
+        }
+    }
+}
+
+/// Token and request counters since the process started.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Counters {
+    /// Prompt tokens, cached included.
+    pub prompt_tokens: f64,
+    /// Prompt tokens served from the prefix cache.
+    pub prefix_hit_tokens: f64,
+    pub generation_tokens: f64,
+    pub requests: f64,
+}
+
+/// Latencies and load of the last step, for views and reports.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct StepSummary {
+    pub served_requests_per_second: f64,
+    pub utilization: f64,
+    pub ttft_mean_seconds: f64,
+    pub itl_mean_seconds: f64,
+}
+
+/// One engine process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineState {
+    pub flavor: EngineFlavor,
+    pub kind: WorkKind,
+    /// Process start: `process_start_time_seconds` and the `_created` marks.
+    pub started_at: Timestamp,
+    /// Requests (and their tokens) not yet scheduled.
+    pub backlog: Arrivals,
+    /// Requests in the running batch (at most `max_running` as reported).
+    pub running: f64,
+    batch: Batch,
+    pub kv_usage: f64,
+    pub counters: Counters,
+    pub ttft: HistogramAcc,
+    pub itl: HistogramAcc,
+    /// vLLM 0.11's per-request mean time per output token (recorded at finish; not ITL).
+    pub request_tpot: HistogramAcc,
+    pub last: StepSummary,
+    /// KV tokens a running request holds, from the last mix served.
+    tokens_per_running: f64,
+}
+
+impl EngineState {
+    pub fn new(flavor: EngineFlavor, kind: WorkKind, started_at: Timestamp) -> EngineState {
+        let (ttft, itl) = flavor.layouts();
+        EngineState {
+            flavor,
+            kind,
+            started_at,
+            backlog: Arrivals::default(),
+            running: 0.0,
+            batch: Batch::default(),
+            kv_usage: 0.0,
+            counters: Counters::default(),
+            ttft: HistogramAcc::new(ttft),
+            itl: HistogramAcc::new(itl),
+            request_tpot: HistogramAcc::new(layouts::VLLM_ITL),
+            last: StepSummary::default(),
+            tokens_per_running: 0.0,
+        }
+    }
+
+    /// Running requests as the engine reports them (whole requests).
+    pub fn running_gauge(&self) -> f64 {
+        self.running.round()
+    }
+
+    /// Waiting requests as the engine reports them (whole requests).
+    pub fn waiting_gauge(&self) -> f64 {
+        self.backlog.requests.round()
+    }
+
+    /// Every drain gauge reads exactly 0 (TARGET.md section 5).
+    pub fn is_idle(&self) -> bool {
+        self.running_gauge() == 0.0 && self.waiting_gauge() == 0.0
+    }
+
+    /// Serves `dt` seconds with `arrivals` joining the backlog.
+    pub fn advance(&mut self, profile: &EngineProfile, arrivals: &Arrivals, dt: f64) {
+        let mut pool = self.backlog;
+        pool.add(arrivals);
+        if dt.is_nan() || dt <= 0.0 {
+            self.backlog = pool;
+            return;
+        }
+        let (served, servable, work) = self.serve(profile, &pool, dt);
+        let n = served.requests;
+        let rho = if servable.is_finite() && servable > 0.0 {
+            (n / servable).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let per_request = |total: f64| {
+            if pool.requests > 0.0 {
+                total / pool.requests
+            } else {
+                0.0
+            }
+        };
+        let output_each = per_request(pool.output_tokens);
+        let prompt_each = per_request(pool.prompt_tokens);
+        let prefill_each = if self.kind == WorkKind::Decode {
+            0.0
+        } else {
+            per_request(pool.missed_prompt_tokens()) / profile.prefill_tokens_per_second
+        };
+
+        let base_itl = profile.base_itl_seconds;
+        let itl = base_itl + (profile.full_batch_itl() - base_itl) * rho;
+        let congestion = 1.0 / (1.0 - rho.min(0.95));
+        let backlog_wait = self.backlog.requests * work;
+        let (ttft_floor, in_batch_before_output) = match self.kind {
+            WorkKind::Decode => (
+                profile.base_ttft_seconds + base_itl,
+                profile.base_ttft_seconds + itl,
+            ),
+            _ => (
+                profile.base_ttft_seconds + prefill_each,
+                profile.base_ttft_seconds + prefill_each * congestion,
+            ),
+        };
+        let ttft_mean = in_batch_before_output + backlog_wait;
+        let residence = match self.kind {
+            WorkKind::Prefill => in_batch_before_output,
+            _ => in_batch_before_output + output_each * itl,
+        };
+        let rate = n / dt;
+        self.running = self
+            .batch
+            .advance(dt, n, residence)
+            .min(profile.max_running);
+        if n > 0.0 {
+            self.tokens_per_running = match self.kind {
+                WorkKind::Prefill => prompt_each,
+                _ => prompt_each + output_each / 2.0,
+            };
+        }
+        self.kv_usage =
+            (self.running * self.tokens_per_running / profile.kv_cache_tokens).clamp(0.0, 1.0);
+
+        self.counters.prompt_tokens += served.prompt_tokens;
+        self.counters.prefix_hit_tokens += served.prefix_hit_tokens;
+        self.counters.requests += n;
+        self.counters.generation_tokens += match self.kind {
+            WorkKind::Prefill => n,
+            _ => served.output_tokens,
+        };
+        self.ttft.observe(n, ttft_floor, ttft_mean);
+        if self.kind != WorkKind::Prefill {
+            let steps = (served.output_tokens - n).max(0.0);
+            self.itl.observe(steps, base_itl, itl);
+            self.request_tpot.observe(n, base_itl, itl);
+        }
+        self.last = StepSummary {
+            served_requests_per_second: rate,
+            utilization: rho,
+            ttft_mean_seconds: ttft_mean,
+            itl_mean_seconds: itl,
+        };
+    }
+
+    /// Serves what `dt` allows from `pool`; the rest becomes the backlog. Returns the served
+    /// part, the requests that could have been served, and the engine time per request.
+    fn serve(&mut self, profile: &EngineProfile, pool: &Arrivals, dt: f64) -> (Arrivals, f64, f64) {
+        if pool.requests <= 1e-12 {
+            self.backlog = Arrivals::default();
+            return (Arrivals::default(), f64::INFINITY, 0.0);
+        }
+        let prefill =
+            pool.missed_prompt_tokens() / pool.requests / profile.prefill_tokens_per_second;
+        let decode = pool.output_tokens / pool.requests / profile.decode_tokens_per_second;
+        let work = match self.kind {
+            WorkKind::Server => prefill + decode,
+            WorkKind::Prefill => prefill,
+            WorkKind::Decode => decode,
+        };
+        let servable = if work > 0.0 { dt / work } else { f64::INFINITY };
+        let share = (servable / pool.requests).min(1.0);
+        self.backlog = if share >= 1.0 {
+            Arrivals::default()
+        } else {
+            pool.scaled(1.0 - share)
+        };
+        (pool.scaled(share), servable, work)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::Load;
+
+    fn arrivals(load: Load, dt: f64) -> Arrivals {
+        crate::load::LoadProfile::constant(load)
+            .unwrap()
+            .arrivals(0.0, dt)
+    }
+
+    fn engine(kind: WorkKind) -> EngineState {
+        EngineState::new(EngineFlavor::Vllm011, kind, Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn under_capacity_everything_is_served_and_counted() {
+        let mut e = engine(WorkKind::Server);
+        let load = Load::new(2.0, 1000.0, 100.0, 0.5).unwrap();
+        for _ in 0..60 {
+            e.advance(&EngineProfile::default(), &arrivals(load, 1.0), 1.0);
+        }
+        assert!((e.counters.requests - 120.0).abs() < 1e-9);
+        assert!((e.counters.prompt_tokens - 120_000.0).abs() < 1e-6);
+        assert!((e.counters.prefix_hit_tokens - 60_000.0).abs() < 1e-6);
+        assert!((e.counters.generation_tokens - 12_000.0).abs() < 1e-6);
+        assert_eq!(e.waiting_gauge(), 0.0);
+        // Little: 2 req/s × (0.05 + 0.025 × 1.15 + 100 × 0.026 s) ≈ 5.4 (ρ ≈ 0.13).
+        assert!(e.running > 5.0 && e.running < 6.0, "{}", e.running);
+        // 5.4 requests × 1,050 tokens of a 500,000-token pool.
+        assert!(e.kv_usage > 0.01 && e.kv_usage < 0.012, "{}", e.kv_usage);
+    }
+
+    #[test]
+    fn over_capacity_serves_at_capacity_and_queues_the_rest() {
+        let mut e = engine(WorkKind::Decode);
+        // 100 req/s × 100 output tokens = 10,000 tok/s against 2,500 tok/s.
+        let load = Load::new(100.0, 500.0, 100.0, 0.0).unwrap();
+        for _ in 0..10 {
+            e.advance(&EngineProfile::default(), &arrivals(load, 1.0), 1.0);
+        }
+        assert!((e.counters.generation_tokens - 25_000.0).abs() < 1e-6);
+        assert!((e.waiting_gauge() - 750.0).abs() < 1.0);
+        assert_eq!(e.last.utilization, 1.0);
+        assert!(e.last.itl_mean_seconds > 0.1 - 1e-9, "full-batch ITL");
+        assert!(
+            e.last.ttft_mean_seconds > 10.0,
+            "the backlog wait dominates TTFT"
+        );
+    }
+
+    #[test]
+    fn a_withdrawn_engine_drains_to_idle() {
+        let mut e = engine(WorkKind::Server);
+        let load = Load::new(5.0, 1000.0, 200.0, 0.0).unwrap();
+        for _ in 0..30 {
+            e.advance(&EngineProfile::default(), &arrivals(load, 1.0), 1.0);
+        }
+        assert!(!e.is_idle());
+        let mut seconds = 0;
+        while !e.is_idle() && seconds < 240 {
+            e.advance(&EngineProfile::default(), &Arrivals::default(), 1.0);
+            seconds += 1;
+        }
+        assert!(e.is_idle() && seconds > 5 && seconds < 120, "{seconds} s");
+    }
+
+    #[test]
+    fn prefill_engines_count_one_output_token_and_no_itl() {
+        let mut e = engine(WorkKind::Prefill);
+        let load = Load::new(1.0, 2000.0, 300.0, 0.0).unwrap();
+        e.advance(&EngineProfile::default(), &arrivals(load, 10.0), 10.0);
+        assert!((e.counters.generation_tokens - 10.0).abs() < 1e-9);
+        assert!(e.itl.is_empty());
+        assert!((e.ttft.count - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn flavor_follows_the_engine_spec() {
+        let engine = |name: &str, version: Option<&str>| Engine {
+            name: name.into(),
+            version: version.map(String::from),
+        };
+        assert_eq!(
+            EngineFlavor::of(Some(&engine("vLLM", Some("0.10.2")))),
+            Some(EngineFlavor::Vllm010)
+        );
+        assert_eq!(
+            EngineFlavor::of(Some(&engine("vllm", None))),
+            Some(EngineFlavor::Vllm011)
+        );
+        assert_eq!(
+            EngineFlavor::of(Some(&engine("SGLang", Some("0.5.20")))),
+            Some(EngineFlavor::Sglang)
+        );
+        assert_eq!(EngineFlavor::of(Some(&engine("TGI", None))), None);
+        assert_eq!(EngineFlavor::of(None), None);
+    }
+}

@@ -1,0 +1,479 @@
+//! The world: GPUStack `ModelDeployment`s, their instances, Kueue quota and the engines, as
+//! one pure state machine stepped by explicit time. No I/O, no clock, no randomness: the same
+//! calls give the same world, byte for byte.
+//!
+//! Each [`World::step`] is one pass of the stand-in operator and of Kueue at `now`: engines
+//! serve the load offered since the previous step, the deployment's retirement advances by at
+//! most one state, the spec is applied (new ordinals, at most one removal), Workloads appear,
+//! Kueue reserves quota in order and admits, engines finish loading, and every status is
+//! rebuilt. [`World::advance_to`] steps every [`WorldConfig::tick`] up to a time.
+
+mod config;
+mod deployment;
+mod faults;
+mod instance;
+mod kueue;
+mod retirement;
+mod serving;
+mod status;
+mod views;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use mds_api::target::{ModelDeployment, Workload};
+use thiserror::Error;
+
+pub use config::{RetirementBudgets, RoleSettings, WorldConfig};
+pub use instance::loopback_ip;
+pub use retirement::RetirementStep;
+pub use views::{
+    InstanceState, InstanceView, MODEL_DEPLOYMENT_API_VERSION, POD_GROUP_TOTAL_COUNT, PodPhase,
+    PodView,
+};
+
+use crate::exposition::{PageContext, render};
+use crate::load::{Arrivals, LoadProfile};
+use deployment::{AssignedLoad, Deployment};
+
+/// A ModelDeployment's namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DeploymentKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl DeploymentKey {
+    pub fn new(namespace: &str, name: &str) -> DeploymentKey {
+        DeploymentKey {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for DeploymentKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Something that happened, for logs and reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorldEvent {
+    pub at: Timestamp,
+    pub deployment: DeploymentKey,
+    pub message: String,
+}
+
+/// Quota of one instance type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuotaUsage {
+    /// `None`: unlimited.
+    pub quota: Option<u32>,
+    /// GPUs held by Workloads with quota (terminating Pods included).
+    pub reserved: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum WorldError {
+    #[error("invalid world configuration: {0}")]
+    Config(String),
+    #[error("time went backwards: the world is at {now}, asked to step to {to}")]
+    TimeWentBackwards { now: Timestamp, to: Timestamp },
+    #[error("ModelDeployment {field}: {message}")]
+    InvalidDeployment { field: String, message: String },
+    #[error("no ModelDeployment {0}")]
+    NoDeployment(DeploymentKey),
+    #[error("ModelDeployment {deployment} has no instance {ordinal} of role {role:?}")]
+    NoInstance {
+        deployment: DeploymentKey,
+        role: String,
+        ordinal: u32,
+    },
+    #[error("no Pod or Workload {namespace}/{name}")]
+    NoObject { namespace: String, name: String },
+    #[error("role {role:?} settings: {message}")]
+    InvalidSettings { role: String, message: String },
+    #[error("{0}")]
+    NotApplicable(String),
+}
+
+/// `t + d`, saturating instead of overflowing.
+pub(crate) fn later(t: Timestamp, d: SignedDuration) -> Timestamp {
+    t.checked_add(d).unwrap_or(Timestamp::MAX)
+}
+
+/// Deterministic identities: UIDs, address slots and queue order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Ids {
+    serial: u64,
+    slot: u32,
+    sequence: u64,
+}
+
+impl Ids {
+    pub fn next_serial(&mut self) -> u64 {
+        self.serial = self.serial.saturating_add(1);
+        self.serial
+    }
+
+    pub fn next_slot(&mut self) -> u32 {
+        let slot = self.slot;
+        self.slot = self.slot.saturating_add(1);
+        slot
+    }
+
+    pub fn next_sequence(&mut self) -> u64 {
+        self.sequence = self.sequence.saturating_add(1);
+        self.sequence
+    }
+
+    /// A UID-shaped string for a serial.
+    pub fn uid(serial: u64) -> String {
+        format!("00000000-0000-4000-8000-{serial:012x}")
+    }
+}
+
+/// What a pass needs besides the deployments.
+pub(crate) struct Ctx<'a> {
+    pub config: &'a WorldConfig,
+    pub ids: &'a mut Ids,
+    pub events: &'a mut Vec<WorldEvent>,
+    pub now: Timestamp,
+}
+
+impl Ctx<'_> {
+    pub fn event(&mut self, deployment: &DeploymentKey, message: String) {
+        self.events.push(WorldEvent {
+            at: self.now,
+            deployment: deployment.clone(),
+            message,
+        });
+    }
+}
+
+/// The GPUStack stand-in, Kueue and the engines.
+#[derive(Clone, Debug)]
+pub struct World {
+    config: WorldConfig,
+    now: Timestamp,
+    quotas: BTreeMap<String, u32>,
+    deployments: BTreeMap<DeploymentKey, Deployment>,
+    ids: Ids,
+    events: Vec<WorldEvent>,
+}
+
+impl World {
+    pub fn new(config: WorldConfig, start: Timestamp) -> Result<World, WorldError> {
+        config.validate().map_err(WorldError::Config)?;
+        Ok(World {
+            config,
+            now: start,
+            quotas: BTreeMap::new(),
+            deployments: BTreeMap::new(),
+            ids: Ids::default(),
+            events: Vec::new(),
+        })
+    }
+
+    pub fn config(&self) -> &WorldConfig {
+        &self.config
+    }
+
+    /// The time of the last step.
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    /// Sets the GPU quota of an instance type (`None`: unlimited, the default). Lowering it
+    /// below what is held evicts nothing; admissions wait until usage fits.
+    pub fn set_quota(&mut self, instance_type: &str, gpus: Option<u32>) {
+        match gpus {
+            Some(gpus) => self.quotas.insert(instance_type.to_string(), gpus),
+            None => self.quotas.remove(instance_type),
+        };
+    }
+
+    /// Quota and reservations of every instance type with either.
+    pub fn quota_usage(&self) -> BTreeMap<String, QuotaUsage> {
+        let used = kueue::usage(&self.deployments);
+        let mut out: BTreeMap<String, QuotaUsage> = BTreeMap::new();
+        for name in used.keys().chain(self.quotas.keys()) {
+            out.insert(
+                name.clone(),
+                QuotaUsage {
+                    quota: self.quotas.get(name).copied(),
+                    reserved: used.get(name).copied().unwrap_or(0),
+                },
+            );
+        }
+        out
+    }
+
+    /// Creates or updates a ModelDeployment (spec, labels, annotations); the stand-in acts on
+    /// it at the next step. The world owns `status`. `metadata.generation` follows the API
+    /// server: the larger of the given one and the stored one plus one when the spec changed,
+    /// so both a mirror (passing the server's generation) and a simulator (passing none) get
+    /// the right value. A different `metadata.uid` replaces the deployment.
+    pub fn apply_deployment(&mut self, md: ModelDeployment) -> Result<DeploymentKey, WorldError> {
+        let key = validate_deployment(&md)?;
+        let mut md = md;
+        md.status = None;
+        let replaced = self.deployments.get(&key).is_some_and(|old| {
+            md.metadata
+                .uid
+                .as_deref()
+                .is_some_and(|uid| uid != old.uid())
+        });
+        if replaced {
+            self.deployments.remove(&key);
+        }
+        match self.deployments.get_mut(&key) {
+            Some(dep) => {
+                let bump = i64::from(dep.object.spec != md.spec);
+                let generation = md
+                    .metadata
+                    .generation
+                    .unwrap_or(0)
+                    .max(dep.generation().saturating_add(bump));
+                md.metadata.generation = Some(generation);
+                md.metadata.uid = Some(dep.uid().to_string());
+                md.metadata.creation_timestamp = dep.object.metadata.creation_timestamp.clone();
+                md.metadata.namespace = Some(key.namespace.clone());
+                md.status = dep.object.status.take();
+                dep.object = md;
+            }
+            None => {
+                md.metadata.generation = Some(md.metadata.generation.unwrap_or(1).max(1));
+                if md.metadata.uid.is_none() {
+                    md.metadata.uid = Some(Ids::uid(self.ids.next_serial()));
+                }
+                md.metadata.creation_timestamp.get_or_insert(Time(self.now));
+                md.metadata.namespace = Some(key.namespace.clone());
+                // No status until the stand-in's first pass, as on a real cluster.
+                self.deployments
+                    .insert(key.clone(), Deployment::new(key.clone(), md));
+            }
+        }
+        Ok(key)
+    }
+
+    /// Deletes a ModelDeployment with everything it owns (Pods, Workloads, quota) at once.
+    pub fn remove_deployment(&mut self, key: &DeploymentKey) -> Result<(), WorldError> {
+        self.deployments
+            .remove(key)
+            .map(|_| ())
+            .ok_or_else(|| WorldError::NoDeployment(key.clone()))
+    }
+
+    fn deployment_mut(&mut self, key: &DeploymentKey) -> Result<&mut Deployment, WorldError> {
+        self.deployments
+            .get_mut(key)
+            .ok_or_else(|| WorldError::NoDeployment(key.clone()))
+    }
+
+    /// Cold start, engine capacity and GPUs per Pod of a role's future instances (and the
+    /// engine capacity of its current ones).
+    pub fn set_role_settings(
+        &mut self,
+        key: &DeploymentKey,
+        role: &str,
+        settings: RoleSettings,
+    ) -> Result<(), WorldError> {
+        settings
+            .validate()
+            .map_err(|message| WorldError::InvalidSettings {
+                role: role.to_string(),
+                message,
+            })?;
+        self.deployment_mut(key)?
+            .settings
+            .insert(role.to_string(), settings);
+        Ok(())
+    }
+
+    /// Offers a load profile to a role; its time axis starts now.
+    pub fn set_load(
+        &mut self,
+        key: &DeploymentKey,
+        role: &str,
+        profile: LoadProfile,
+    ) -> Result<(), WorldError> {
+        let origin = self.now;
+        self.deployment_mut(key)?
+            .loads
+            .insert(role.to_string(), AssignedLoad { profile, origin });
+        Ok(())
+    }
+
+    /// One pass at `now` (see the module documentation).
+    pub fn step(&mut self, now: Timestamp) -> Result<(), WorldError> {
+        if now < self.now {
+            return Err(WorldError::TimeWentBackwards {
+                now: self.now,
+                to: now,
+            });
+        }
+        let from = self.now;
+        for dep in self.deployments.values_mut() {
+            serving::serve(dep, from, now, &self.config);
+        }
+        let mut ctx = Ctx {
+            config: &self.config,
+            ids: &mut self.ids,
+            events: &mut self.events,
+            now,
+        };
+        for dep in self.deployments.values_mut() {
+            retirement::advance(dep, &mut ctx);
+            dep.reconcile_spec(&mut ctx);
+            deployment::run_timers(dep, &mut ctx);
+        }
+        kueue::run(&mut self.deployments, &self.quotas, &mut ctx);
+        for dep in self.deployments.values_mut() {
+            deployment::run_timers(dep, &mut ctx);
+            status::rebuild(dep, now);
+        }
+        self.now = now;
+        Ok(())
+    }
+
+    /// Steps every tick from the current time to `now`, ending exactly at `now`.
+    pub fn advance_to(&mut self, now: Timestamp) -> Result<(), WorldError> {
+        if now < self.now {
+            return Err(WorldError::TimeWentBackwards {
+                now: self.now,
+                to: now,
+            });
+        }
+        loop {
+            let next = later(self.now, self.config.tick);
+            if next >= now {
+                return self.step(now);
+            }
+            self.step(next)?;
+        }
+    }
+
+    /// The ModelDeployment with the status the stand-in last wrote.
+    pub fn deployment(&self, key: &DeploymentKey) -> Option<&ModelDeployment> {
+        self.deployments.get(key).map(|d| &d.object)
+    }
+
+    pub fn deployment_keys(&self) -> Vec<DeploymentKey> {
+        self.deployments.keys().cloned().collect()
+    }
+
+    /// The deployment's Pods, by role, ordinal and member.
+    pub fn pods(&self, key: &DeploymentKey) -> Vec<PodView> {
+        let Some(dep) = self.deployments.get(key) else {
+            return Vec::new();
+        };
+        dep.instances()
+            .flat_map(|(role, i)| {
+                i.members
+                    .iter()
+                    .map(move |m| views::pod_view(dep, role, i, m, &self.config))
+            })
+            .collect()
+    }
+
+    /// Every Pod of the world.
+    pub fn all_pods(&self) -> Vec<PodView> {
+        self.deployments.keys().flat_map(|k| self.pods(k)).collect()
+    }
+
+    /// The deployment's existing Workloads.
+    pub fn workloads(&self, key: &DeploymentKey) -> Vec<Workload> {
+        let Some(dep) = self.deployments.get(key) else {
+            return Vec::new();
+        };
+        dep.instances()
+            .filter_map(|(role, i)| views::workload_view(dep, role, i))
+            .collect()
+    }
+
+    pub fn instances(&self, key: &DeploymentKey) -> Vec<InstanceView> {
+        let Some(dep) = self.deployments.get(key) else {
+            return Vec::new();
+        };
+        dep.instances()
+            .map(|(role, i)| views::instance_view(dep, role, i))
+            .collect()
+    }
+
+    /// Load a role was offered while none of its instances was routed.
+    pub fn unserved(&self, key: &DeploymentKey, role: &str) -> Arrivals {
+        self.deployments
+            .get(key)
+            .and_then(|d| d.roles.get(role))
+            .map(|r| r.unserved)
+            .unwrap_or_default()
+    }
+
+    /// The `/metrics` page of a Pod, or `None` when it does not answer.
+    pub fn metrics_page(&self, namespace: &str, pod_name: &str) -> Option<String> {
+        self.find_member(|dep, m| dep.key.namespace == namespace && m.name == pod_name)
+    }
+
+    /// The `/metrics` page served at an address slot (see [`PodView::ip_slot`]).
+    pub fn metrics_page_at_slot(&self, slot: u32) -> Option<String> {
+        self.find_member(|_, m| m.ip_slot == slot)
+    }
+
+    fn find_member(
+        &self,
+        wanted: impl Fn(&Deployment, &instance::Member) -> bool,
+    ) -> Option<String> {
+        for dep in self.deployments.values() {
+            for (role, i) in dep.instances() {
+                for m in &i.members {
+                    if wanted(dep, m) {
+                        let view = views::pod_view(dep, role, i, m, &self.config);
+                        let engine = i.engine.as_ref().filter(|_| view.serves_metrics)?;
+                        let model = dep.object.metadata.name.as_deref().unwrap_or_default();
+                        return Some(render(engine, &PageContext { model_name: model }));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Events since the last call.
+    pub fn take_events(&mut self) -> Vec<WorldEvent> {
+        std::mem::take(&mut self.events)
+    }
+}
+
+fn validate_deployment(md: &ModelDeployment) -> Result<DeploymentKey, WorldError> {
+    let invalid = |field: &str, message: &str| WorldError::InvalidDeployment {
+        field: field.to_string(),
+        message: message.to_string(),
+    };
+    let name = md
+        .metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| invalid("metadata.name", "is required"))?;
+    let namespace = md.metadata.namespace.as_deref().unwrap_or("default");
+    for (i, role) in md.spec.roles.iter().enumerate() {
+        if role.name.is_empty() {
+            return Err(invalid(&format!("spec.roles[{i}].name"), "is required"));
+        }
+        if md.spec.roles[..i].iter().any(|r| r.name == role.name) {
+            return Err(invalid(
+                &format!("spec.roles[{i}].name"),
+                &format!(
+                    "{:?} is declared twice; role names are list-map keys",
+                    role.name
+                ),
+            ));
+        }
+    }
+    Ok(DeploymentKey::new(namespace, name))
+}

@@ -1,0 +1,57 @@
+//! Offered load → engines: each role's arrivals in a step are split evenly over its routed
+//! instances (ready and not withdrawn); with none routed they are counted as unserved. Every
+//! running engine advances, so withdrawn ones drain.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use super::config::WorldConfig;
+use super::deployment::Deployment;
+use crate::load::Arrivals;
+
+fn seconds_between(from: Timestamp, to: Timestamp) -> f64 {
+    to.duration_since(from).as_secs_f64()
+}
+
+/// Serves one deployment's load from `from` to `to`.
+pub(crate) fn serve(dep: &mut Deployment, from: Timestamp, to: Timestamp, config: &WorldConfig) {
+    let dt = seconds_between(from, to);
+    let mut offered: BTreeMap<String, Arrivals> = BTreeMap::new();
+    for (role, load) in &dep.loads {
+        let a = seconds_between(load.origin, from).max(0.0);
+        let b = seconds_between(load.origin, to).max(0.0);
+        offered.insert(role.clone(), load.profile.arrivals(a, b));
+    }
+    let engines: BTreeMap<String, crate::engine::EngineProfile> = dep
+        .roles
+        .keys()
+        .chain(offered.keys())
+        .map(|role| (role.clone(), dep.settings(role, config).engine))
+        .collect();
+    for role in offered.keys() {
+        dep.roles.entry(role.clone()).or_default();
+    }
+    for (role, instances) in dep.roles.iter_mut() {
+        let arrivals = offered.get(role).copied().unwrap_or_default();
+        let routed = instances
+            .instances
+            .values()
+            .filter(|i| i.is_routed() && i.engine.is_some())
+            .count();
+        let share = if routed > 0 {
+            arrivals.scaled(1.0 / routed as f64)
+        } else {
+            instances.unserved.add(&arrivals);
+            Arrivals::default()
+        };
+        let profile = engines[role];
+        for instance in instances.instances.values_mut() {
+            let routed = instance.is_routed();
+            if let Some(engine) = instance.engine.as_mut() {
+                let input = if routed { share } else { Arrivals::default() };
+                engine.advance(&profile, &input, dt);
+            }
+        }
+    }
+}

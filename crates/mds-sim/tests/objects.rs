@@ -1,0 +1,295 @@
+//! The objects a mirror writes: Pods with TARGET.md section 4's labels and annotations,
+//! Workloads, and the ModelDeployment status of section 3, for a two-role target.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+use mds_api::target::{ModelDeployment, WorkloadAdmission};
+use mds_sim::{PodPhase, World};
+
+fn two_roles() -> (World, mds_sim::DeploymentKey) {
+    let mut world = world(20);
+    let md = target(
+        "llm",
+        "SGLang",
+        true,
+        &[("prefill", "Prefill", 2, 1), ("decode", "Decode", 1, 2)],
+    );
+    let k = world.apply_deployment(md).unwrap();
+    world.advance_to(t(30)).unwrap();
+    (world, k)
+}
+
+fn label<'a>(pod: &'a mds_sim::PodView, key: &str) -> Option<&'a str> {
+    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn annotation<'a>(pod: &'a mds_sim::PodView, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+#[test]
+fn pods_carry_the_gpustack_labels_and_scrape_annotations() {
+    let (world, k) = two_roles();
+    let pods = world.pods(&k);
+    assert_eq!(
+        pods.len(),
+        4,
+        "two prefill instances of one Pod, one decode instance of two"
+    );
+    for pod in &pods {
+        assert_eq!(
+            label(pod, "app.kubernetes.io/name"),
+            Some("model-deployment")
+        );
+        assert_eq!(label(pod, "app.kubernetes.io/instance"), Some("llm"));
+        assert_eq!(
+            label(pod, "app.kubernetes.io/component"),
+            Some(pod.role.as_str())
+        );
+        assert_eq!(
+            label(pod, "modeldeployment.gpustack.ai/pod-ordinal"),
+            Some(pod.ordinal.to_string().as_str())
+        );
+        assert_eq!(
+            label(pod, "modeldeployment.gpustack.ai/member-index"),
+            Some(pod.member_index.to_string().as_str())
+        );
+        assert_eq!(
+            label(pod, "modeldeployment.gpustack.ai/role-kind"),
+            Some(pod.role.as_str()),
+            "prefill, decode"
+        );
+        assert_eq!(
+            label(pod, "modeldeployment.gpustack.ai/endpoint-eligible"),
+            Some("true")
+        );
+        assert_eq!(label(pod, "kueue.x-k8s.io/queue-name"), Some("h100"));
+        let group = label(pod, "kueue.x-k8s.io/pod-group-name").unwrap();
+        assert!(group.starts_with("gpustack-fnv64-") && group.len() == 31);
+        let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("ModelDeployment", "llm", Some(true))
+        );
+        assert_eq!(
+            Some(owner.uid.as_str()),
+            world.deployment(&k).unwrap().metadata.uid.as_deref()
+        );
+        assert!(pod.ready && pod.phase == PodPhase::Running && pod.pod_ip.is_some());
+        let leader = pod.member_index == 0;
+        assert_eq!(
+            annotation(pod, "prometheus.io/scrape"),
+            leader.then_some("true")
+        );
+        assert_eq!(
+            annotation(pod, "prometheus.io/port"),
+            leader.then_some("8000")
+        );
+        assert_eq!(
+            annotation(pod, "prometheus.io/path"),
+            leader.then_some("/metrics")
+        );
+        assert_eq!(
+            annotation(pod, "prometheus.io/scheme"),
+            leader.then_some("http")
+        );
+        assert_eq!(pod.serves_metrics, leader);
+    }
+    let decode: Vec<&str> = pods
+        .iter()
+        .filter(|p| p.role == "decode")
+        .map(|p| p.metadata.name.as_deref().unwrap())
+        .collect();
+    assert_eq!(decode, vec!["llm-decode-r0-m0", "llm-decode-r0-m1"]);
+    let prefill = pods.iter().find(|p| p.role == "prefill").unwrap();
+    assert!(
+        prefill
+            .metadata
+            .name
+            .as_deref()
+            .unwrap()
+            .starts_with("llm-prefill-"),
+        "generated at size 1"
+    );
+    let groups: BTreeSet<&str> = pods
+        .iter()
+        .map(|p| label(p, "kueue.x-k8s.io/pod-group-name").unwrap())
+        .collect();
+    assert_eq!(groups.len(), 3, "one pod group per instance");
+    let ips: BTreeSet<&str> = pods.iter().map(|p| p.pod_ip.as_deref().unwrap()).collect();
+    assert_eq!(ips.len(), 4, "a distinct address per Pod");
+    assert!(ips.iter().all(|ip| ip.starts_with("127.")));
+}
+
+#[test]
+fn workloads_name_their_pods_and_carry_admission_conditions() {
+    let (world, k) = two_roles();
+    let workloads = world.workloads(&k);
+    assert_eq!(workloads.len(), 3);
+    let pods = world.pods(&k);
+    for wl in &workloads {
+        let name = wl.metadata.name.as_deref().unwrap();
+        let members: Vec<_> = pods
+            .iter()
+            .filter(|p| label(p, "kueue.x-k8s.io/pod-group-name") == Some(name))
+            .collect();
+        let owners = wl.metadata.owner_references.as_ref().unwrap();
+        assert_eq!(owners.len(), members.len());
+        assert!(members.iter().all(|p| {
+            owners
+                .iter()
+                .any(|o| Some(o.uid.as_str()) == p.metadata.uid.as_deref())
+        }));
+        assert_eq!(wl.spec.pod_sets[0].name, members[0].role);
+        assert_eq!(wl.spec.pod_sets[0].count, Some(members.len() as i32));
+        assert_eq!(wl.spec.queue_name.as_deref(), Some("h100"));
+        assert_eq!(wl.admission(), WorkloadAdmission::Admitted);
+        let conditions = &wl.status.as_ref().unwrap().conditions;
+        assert!(conditions.iter().all(|c| c.last_transition_time.is_some()));
+    }
+    // Serialized the way the API server stores it.
+    let json = serde_json::to_value(&workloads[0]).unwrap();
+    assert_eq!(json["spec"]["active"], true);
+    assert_eq!(json["status"]["conditions"][0]["type"], "QuotaReserved");
+}
+
+#[test]
+fn the_status_counts_instances_and_summarises_roles() {
+    let (world, k) = two_roles();
+    let md = world.deployment(&k).unwrap();
+    let status = md.status.as_ref().unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Ready"));
+    assert_eq!(status.role_summary.as_deref(), Some("1R2P1D"));
+    assert!(status.retirement.is_none());
+    let roles: Vec<_> = status
+        .roles
+        .iter()
+        .map(|r| {
+            (
+                r.name.as_str(),
+                r.kind.clone().unwrap().to_string(),
+                r.desired,
+                r.ready,
+                r.quota_reserved,
+                r.unmanaged,
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        vec![
+            (
+                "prefill",
+                "Prefill".into(),
+                Some(2),
+                Some(2),
+                Some(2),
+                Some(false)
+            ),
+            (
+                "decode",
+                "Decode".into(),
+                Some(1),
+                Some(1),
+                Some(1),
+                Some(false)
+            ),
+        ]
+    );
+    let conditions: Vec<(&str, &str, &str)> = status
+        .conditions
+        .iter()
+        .map(|c| {
+            (
+                c.condition_type.as_str(),
+                c.status.as_str(),
+                c.reason.as_deref().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        conditions,
+        vec![
+            ("QuotaReserved", "True", "Reserved"),
+            ("ReplicasUpToDate", "True", "UpToDate"),
+            ("RoleKindsReady", "True", "AllKindsReady"),
+            ("RouterReady", "True", "Ready"),
+        ]
+    );
+    // The status round-trips through the read model the scaler uses.
+    let json = serde_json::to_value(md).unwrap();
+    assert!(
+        json["status"].get("observedGeneration").is_none(),
+        "no top-level observedGeneration"
+    );
+    let back: ModelDeployment = serde_json::from_value(json).unwrap();
+    assert_eq!(&back, md);
+}
+
+#[test]
+fn during_a_cold_start_the_status_is_starting_and_conditions_keep_their_transition_time() {
+    let mut world = world(60);
+    let k = world
+        .apply_deployment(target("chat", "vLLM", true, &[("server", "Server", 2, 1)]))
+        .unwrap();
+    world.step(t(1)).unwrap();
+    let status = world.deployment(&k).unwrap().status.clone().unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Starting"));
+    let kinds = status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == "RoleKindsReady")
+        .unwrap();
+    assert_eq!(kinds.status, "False");
+    let since = kinds.last_transition_time.clone();
+    world.advance_to(t(30)).unwrap();
+    let later = world.deployment(&k).unwrap().status.clone().unwrap();
+    let kinds = later
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == "RoleKindsReady")
+        .unwrap();
+    assert_eq!(
+        kinds.last_transition_time, since,
+        "unchanged status keeps its time"
+    );
+}
+
+#[test]
+fn uids_assigned_by_an_api_server_are_adopted() {
+    let (mut world, k) = two_roles();
+    let pod = world
+        .pods(&k)
+        .into_iter()
+        .find(|p| p.role == "decode")
+        .unwrap();
+    let name = pod.metadata.name.clone().unwrap();
+    world.set_pod_uid("serving", &name, "real-pod-uid").unwrap();
+    let group = label(&pod, "kueue.x-k8s.io/pod-group-name")
+        .unwrap()
+        .to_string();
+    world
+        .set_workload_uid("serving", &group, "real-wl-uid")
+        .unwrap();
+    let wl = world
+        .workloads(&k)
+        .into_iter()
+        .find(|w| w.metadata.name.as_deref() == Some(group.as_str()))
+        .unwrap();
+    assert_eq!(wl.metadata.uid.as_deref(), Some("real-wl-uid"));
+    assert!(
+        wl.metadata
+            .owner_references
+            .unwrap()
+            .iter()
+            .any(|o| o.uid == "real-pod-uid")
+    );
+    assert!(world.set_pod_uid("serving", "nope", "x").is_err());
+}
