@@ -7,6 +7,7 @@ pub mod quantity;
 pub mod ratio_feasibility;
 pub mod spec;
 pub mod status;
+pub mod suggest;
 pub mod target;
 pub mod validation;
 
