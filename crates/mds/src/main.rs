@@ -1,6 +1,7 @@
 //! `mds`: the ModelDeploymentScaler operator and its offline tools.
 
 mod commands;
+mod manifest;
 
 use std::process::ExitCode;
 
