@@ -66,7 +66,11 @@ mod tests {
         assert_eq!(closest("rolez", spec_fields), Some("roles"));
         assert_eq!(closest("replicas", spec_fields), None);
         assert_eq!(closest("x", spec_fields), None);
-        assert_eq!(closest("mode", spec_fields), None, "a known name is no typo");
+        assert_eq!(
+            closest("mode", spec_fields),
+            None,
+            "a known name is no typo"
+        );
         assert_eq!(closest("prefil", ["decode", "prefill"]), Some("prefill"));
     }
 
