@@ -53,7 +53,12 @@ enum Command {
     /// per pass, each role's raw recommendation, constrained count and reason, the target
     /// write, and the conditions that changed. The timeline format is in docs/REPLAY.md.
     ///
-    /// Exit status: 0 replayed, 2 an input could not be read or parsed.
+    /// The scaler and target are checked with the same rules as `mds validate` first; a
+    /// scaler admission would refuse is not replayed.
+    ///
+    /// Exit status: 0 replayed, 1 the scaler or target is invalid (the findings are the ones
+    /// `mds validate` prints), 2 an input could not be read, holds no document of the needed
+    /// kind, or the timeline breaks a rule (the message names the line and field).
     Replay(commands::replay::Args),
 }
 
