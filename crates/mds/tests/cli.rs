@@ -89,26 +89,114 @@ fn unreadable_input_exits_2_with_the_reason() {
 }
 
 #[test]
-fn show_defaults_prints_the_stored_object() {
+fn show_defaults_output_is_yaml_that_validates_again() {
+    let scratch = common::Scratch::new("stored");
+    for example in [
+        "examples/token-throughput.yaml",
+        "examples/prefill-decode-encode.yaml",
+    ] {
+        let out = mds(&["validate", "--show-defaults", "-f", example], None);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(
+            text(&out.stderr).contains(": valid"),
+            "the report goes to stderr"
+        );
+        assert!(
+            stdout.starts_with("---\napiVersion: worker.gpustack.ai/v1\n"),
+            "{stdout}"
+        );
+        for line in [
+            "maxStepReplicas: 4",
+            "policy:",
+            "intervalSeconds: 15",
+            "minReplicas:",
+        ] {
+            assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
+        }
+        // validate --show-defaults > stored.yaml && validate -f stored.yaml
+        let stored = scratch.file("stored.yaml", &stdout);
+        let again = mds(&["validate", "-f", &stored], None);
+        assert_eq!(again.status.code(), Some(0), "{}", text(&again.stdout));
+        assert!(
+            !text(&again.stdout).contains("warning"),
+            "{}",
+            text(&again.stdout)
+        );
+        let twice = mds(&["validate", "--show-defaults", "-f", &stored], None);
+        assert_eq!(text(&twice.stdout), stdout, "storing twice changes nothing");
+    }
+}
+
+#[test]
+fn one_file_as_scalers_and_targets_keeps_its_scaler() {
+    let example = "examples/prefill-decode-encode.yaml";
+    let out = mds(&["validate", "-f", example, "--target", example], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("ModelDeploymentScaler vl-serving: valid (checked against ModelDeployment \"vl-serving\")"),
+        "{}",
+        text(&out.stdout)
+    );
+    let both = std::fs::read_to_string(repo().join(example)).unwrap();
+    let out = mds(&["validate", "-f", "-", "--target", "-"], Some(&both));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let out = mds(
         &[
             "validate",
             "-f",
-            "examples/token-throughput.yaml",
-            "--show-defaults",
+            "examples/proportional.yaml",
+            "--target",
+            example,
         ],
         None,
     );
+    assert_eq!(out.status.code(), Some(1), "its target is not in --target");
+    assert!(
+        text(&out.stdout).contains("target not found"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = mds(
+        &[
+            "validate",
+            "-f",
+            "examples/proportional.yaml",
+            "--target",
+            example,
+            "--allow-missing-target",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+#[test]
+fn strict_fails_on_warnings() {
+    let manifest = std::fs::read_to_string(repo().join("examples/proportional.yaml"))
+        .unwrap()
+        .replace("  mode:", "  mod: Active\n  mode:");
+    assert!(manifest.contains("mod: Active"), "the example sets a mode");
+    let out = mds(&["validate", "-f", "-"], Some(&manifest));
     assert_eq!(out.status.code(), Some(0));
-    let stdout = text(&out.stdout);
-    for line in [
-        "maxStepReplicas: 4",
-        "stableWindowSeconds: 180",
-        "policy: Opposing",
-        "intervalSeconds: 15",
-    ] {
-        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
-    }
+    assert!(
+        text(&out.stdout).contains("warning: spec.mod: "),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains("did you mean mode?"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = mds(&["validate", "--strict", "-f", "-"], Some(&manifest));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
 }
 
 #[test]
@@ -206,4 +294,24 @@ fn a_closed_output_pipe_is_not_a_panic() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn every_command_prefixes_its_errors_the_same_way() {
+    let scratch = common::Scratch::new("prefix");
+    let missing = scratch.0.join("missing.yaml").display().to_string();
+    let runs: [&[&str]; 5] = [
+        &["validate", "-f", &missing],
+        &["replay", "--scaler", &missing, "--timeline", &missing],
+        &["inspect-metrics", "--engine", "vllm", &missing],
+        &["inspect-metrics", "--engine", "tgi", &missing],
+        &["validate"],
+    ];
+    for args in runs {
+        let out = mds(args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.starts_with("mds: error: "), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
 }

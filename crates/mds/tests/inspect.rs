@@ -196,3 +196,144 @@ fn inspect_metrics_shows_the_status_rounding() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn inspect_metrics_names_the_engine_a_page_belongs_to() {
+    let sglang = format!("{FIXTURES}/sglang-0.5.18-dpattn-a.txt");
+    let out = mds(&["inspect-metrics", "--engine", "vllm", &sglang], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("mds: error: crates/mds-signals/tests/fixtures/sglang-0.5.18-dpattn-a.txt: this page holds SGLang series (sglang:…), not vLLM ones; run with --engine sglang"),
+        "{stderr}"
+    );
+    let vllm = format!("{FIXTURES}/vllm-0.12.0-a.txt");
+    let out = mds(&["inspect-metrics", "--engine", "sglang", &vllm], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("run with --engine vllm"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = mds(
+        &["inspect-metrics", "--engine", "vllm", "-"],
+        Some("process_cpu_seconds_total 5\ngo_goroutines 12\n"),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("this page holds no vLLM or SGLang series (2 samples of other metrics, such as process_cpu_seconds_total)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(text(&out.stdout).is_empty());
+}
+
+#[test]
+fn inspect_metrics_takes_engine_names_as_the_target_spells_them() {
+    for (engine, page) in [
+        ("SGLang", "sglang-0.5.18-dpattn-a.txt"),
+        ("vLLM", "vllm-0.12.0-a.txt"),
+        ("VLLM", "vllm-0.12.0-a.txt"),
+    ] {
+        let page = format!("{FIXTURES}/{page}");
+        let out = mds(
+            &[
+                "inspect-metrics",
+                "--engine",
+                engine,
+                "--role-kind",
+                "Decode",
+                &page,
+            ],
+            None,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{engine}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn inspect_metrics_says_why_each_reading_is_missing_or_ignored() {
+    let page = "vllm:num_requests_running -3\nvllm:num_requests_waiting 1\nvllm:kv_cache_usage_perc 85\nvllm:prompt_tokens_total 5\n";
+    let out = mds(&["inspect-metrics", "--engine", "vllm", "-"], Some(page));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for line in [
+        "  running requests       missing: every value of vllm:num_requests_running is negative or not a number",
+        "  KV cache usage         missing: every value of vllm:kv_cache_usage_perc lies outside 0 to 1",
+        "  generation tokens missing: vllm:generation_tokens_total is not on the page",
+        "  TTFT histogram  missing: vllm:time_to_first_token_seconds is not on the page",
+        "  ignored  vllm:num_requests_running                     every value of",
+        "  ignored  vllm:kv_cache_usage_perc                      every value of",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
+    }
+    for line in stdout.lines() {
+        let line = line.trim_end();
+        assert!(!line.ends_with("missing"), "a bare 'missing': {line}");
+        assert!(!line.ends_with("ignored"), "a bare 'ignored': {line}");
+    }
+    let out = mds(
+        &["inspect-metrics", "--engine", "vllm", "-", "--json"],
+        Some(page),
+    );
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        value["sample"]["missing"]["running requests"]
+            .as_str()
+            .unwrap()
+            .contains("negative"),
+        "{value}"
+    );
+
+    // Two pages: window rows that have no value say why too.
+    let scratch = common::Scratch::new("inspect-why");
+    let a = scratch.file("a.txt", "vllm:num_requests_running 1\nvllm:generation_tokens_total 5\nvllm:time_to_first_token_seconds_count 3\nvllm:time_to_first_token_seconds_sum 1\n");
+    let b = scratch.file("b.txt", "vllm:num_requests_running 1\nvllm:generation_tokens_total 9\nvllm:time_to_first_token_seconds_count 3\nvllm:time_to_first_token_seconds_sum 1\n");
+    let out = mds(
+        &[
+            "inspect-metrics",
+            "--engine",
+            "vllm",
+            &a,
+            &b,
+            "--interval",
+            "15",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    for line in [
+        "  prompt tokens/s (cache-missed)  missing: vllm:prompt_tokens_total is not on the page",
+        "  TTFT p95 (ms)                   missing: no request finished between the pages",
+        "  waiting requests                missing: vllm:num_requests_waiting is not on the page",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
+    }
+    let out = mds(
+        &[
+            "inspect-metrics",
+            "--engine",
+            "vllm",
+            &a,
+            &b,
+            "--interval",
+            "15",
+            "--json",
+        ],
+        None,
+    );
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        value["window"]["missing"]["promptTokensPerSecond"]
+            .as_str()
+            .unwrap()
+            .contains("not on the page"),
+        "{value}"
+    );
+}
