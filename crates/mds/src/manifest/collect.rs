@@ -28,32 +28,41 @@ pub struct Collected<T> {
 pub struct Scope {
     path: String,
     parent: String,
-    key: Option<String>,
+    /// The field name of a stand-in (removed values have none: nothing reads them).
+    stand_in: Option<String>,
 }
 
 impl Scope {
-    fn new(path: &[Seg]) -> Scope {
+    fn new(path: &[Seg], stood_in: bool) -> Scope {
         let parent = path.split_last().map_or(&[][..], |(_, p)| p);
         Scope {
             path: render(path),
             parent: render(parent),
-            key: match path.last() {
-                Some(Seg::Key(k)) => Some(k.clone()),
+            stand_in: match path.last() {
+                Some(Seg::Key(k)) if stood_in => Some(k.clone()),
                 _ => None,
             },
         }
     }
 
-    /// Whether a rule's finding is about this value: it sits at or inside it, or next to it
-    /// and names it (`minReplicas: 8 is greater than maxReplicas 1024`).
+    /// Whether a rule's finding is about this value: it sits at or inside it, or, for a
+    /// stand-in, next to it and names it (`minReplicas: 8 is greater than maxReplicas 1024`).
     pub fn covers(&self, finding: &Finding) -> bool {
         within(&finding.path, &self.path)
             || (within(&finding.path, &self.parent)
                 && self
-                    .key
+                    .stand_in
                     .as_ref()
-                    .is_some_and(|k| finding.message.contains(k.as_str())))
+                    .is_some_and(|k| mentions(&finding.message, k)))
     }
+}
+
+/// Whether `text` names `word` as a word of its own (`maxReplicas`, not `maxReplicasX`).
+fn mentions(text: &str, word: &str) -> bool {
+    let is_word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    text.match_indices(word).any(|(i, _)| {
+        !is_word(text[..i].chars().next_back()) && !is_word(text[i + word.len()..].chars().next())
+    })
 }
 
 /// More rounds than any real document has problems; each round removes or replaces one.
@@ -109,7 +118,6 @@ pub fn collect<T: DeserializeOwned>(value: &Value, root: Option<&Json>) -> Colle
                 message: finding,
             });
         }
-        out.scopes.push(Scope::new(&path));
         let required = missing.is_some()
             || matches!(path.last(), Some(Seg::Index(_)))
             || match (path.split_last(), root) {
@@ -126,6 +134,7 @@ pub fn collect<T: DeserializeOwned>(value: &Value, root: Option<&Json>) -> Colle
         } else {
             remove(&mut doc, &path)
         };
+        out.scopes.push(Scope::new(&path, required));
         if !fixed {
             return out;
         }
@@ -305,5 +314,46 @@ fn remove(value: &mut Value, path: &[Seg]) -> bool {
     match parent_mut(value, parents) {
         Some(Value::Mapping(m)) => m.remove(key.as_str()).is_some(),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finding_mentions_a_field_only_as_a_word() {
+        assert!(mentions(
+            "8 is greater than maxReplicas 1024",
+            "maxReplicas"
+        ));
+        assert!(mentions("maxReplicas", "maxReplicas"));
+        assert!(!mentions("see maxReplicasX", "maxReplicas"));
+        assert!(!mentions("the model serves", "mode"));
+    }
+
+    #[test]
+    fn serde_expectations_become_words() {
+        let doc: Value = serde_yaml_ng::from_str("replicas: lots\nsize: 3000000000\n").unwrap();
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Role {
+            replicas: i32,
+            size: i32,
+        }
+        let collected = collect::<Role>(&doc, None);
+        let messages: Vec<String> = collected.errors.iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            messages,
+            [
+                "replicas: \"lots\" is not a whole number from -2147483648 to 2147483647",
+                "size: 3000000000 is out of range; allowed is a whole number from -2147483648 to 2147483647"
+            ],
+            "every problem once, and no 'is required' for a value already reported"
+        );
+        assert!(
+            collected.value.is_none(),
+            "without a schema nothing stands in"
+        );
     }
 }
