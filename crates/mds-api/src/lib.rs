@@ -8,6 +8,7 @@ pub mod ratio_feasibility;
 pub mod resources;
 pub mod spec;
 pub mod status;
+pub mod suggest;
 pub mod target;
 pub mod validation;
 

@@ -684,12 +684,18 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
                         continue;
                     }
                     // Wanted to grow but could not move up at all: its growth limits hold it.
-                    if raws[i] > current[i] && moves[i].up == current[i] && value == current[i] {
-                        results[i].limits.extend(moves[i].up_limits.iter().cloned());
-                    }
                     // Stopped at the edge of its own moves: the limits that set the edge bind.
-                    if value == edge(i) {
-                        results[i].limits.extend(edge_limits(i).iter().cloned());
+                    let held =
+                        raws[i] > current[i] && moves[i].up == current[i] && value == current[i];
+                    let limits = held
+                        .then_some(&moves[i].up_limits)
+                        .into_iter()
+                        .chain((value == edge(i)).then(|| edge_limits(i)))
+                        .flatten();
+                    for l in limits {
+                        if !results[i].limits.contains(l) {
+                            results[i].limits.push(l.clone());
+                        }
                     }
                     if ratios.is_empty() || value == raws[i].clamp(boxes[i].0, boxes[i].1) {
                         continue;

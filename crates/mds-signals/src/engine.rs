@@ -75,6 +75,16 @@ pub enum Latency {
     Itl,
 }
 
+impl Latency {
+    /// The [`EngineSample::missing`] key of this histogram.
+    pub fn reading(self) -> &'static str {
+        match self {
+            Latency::Ttft => reading::TTFT,
+            Latency::Itl => reading::ITL,
+        }
+    }
+}
+
 /// One cumulative histogram child.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Histogram {
@@ -111,6 +121,19 @@ pub struct EngineSample {
     pub process_marks: BTreeMap<String, f64>,
     /// Which series were used and which ignored, and why.
     pub series: Vec<SeriesUse>,
+    /// Readings the page does not give (see [`reading`]), and why, for `mds inspect-metrics`.
+    pub missing: BTreeMap<&'static str, String>,
+}
+
+/// The names of the readings a page may lack, as [`EngineSample::missing`] keys them.
+pub mod reading {
+    pub const RUNNING: &str = "running requests";
+    pub const WAITING: &str = "waiting requests";
+    pub const KV_USAGE: &str = "KV cache usage";
+    pub const PROMPT: &str = "prompt tokens";
+    pub const GENERATION: &str = "generation tokens";
+    pub const TTFT: &str = "TTFT histogram";
+    pub const ITL: &str = "ITL histogram";
 }
 
 impl EngineSample {
@@ -122,44 +145,116 @@ impl EngineSample {
         });
     }
 
-    /// Sums a gauge family after the rank rule; notes its use.
-    fn gauge_sum(&mut self, f: &Families, name: &str, what: &str) -> Option<f64> {
+    fn lack(&mut self, reading: Option<&'static str>, why: impl Into<String>) {
+        if let Some(reading) = reading {
+            self.missing.insert(reading, why.into());
+        }
+    }
+
+    /// Sums a gauge family after the rank rule; notes its use, and why values were left out.
+    /// `reading` names what is missing without it (none for optional gauges).
+    fn gauge_sum(
+        &mut self,
+        f: &Families,
+        name: &str,
+        what: &str,
+        reading: Option<&'static str>,
+    ) -> Option<f64> {
         let kids = f.children(name, PidCollapse::Max);
-        let values: Vec<f64> = kids
-            .iter()
-            .map(|c| c.value)
-            // A request count is finite and never negative; anything else is garbage.
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .collect();
-        if values.is_empty() {
+        if kids.is_empty() {
+            self.lack(reading, format!("{name} is not on the page"));
             return None;
         }
-        self.note(name, true, format!("{what}: {} scheduler(s)", values.len()));
+        // A request count is finite and never negative; anything else is garbage.
+        let (values, garbage): (Vec<f64>, Vec<f64>) = kids
+            .iter()
+            .map(|c| c.value)
+            .partition(|v| v.is_finite() && *v >= 0.0);
+        if values.is_empty() {
+            let why = format!(
+                "every value of {name} is negative or not a number ({} scheduler(s)); a request count never is",
+                garbage.len()
+            );
+            self.note(name, false, why.clone());
+            self.lack(reading, why);
+            return None;
+        }
+        let left_out = match garbage.len() {
+            0 => String::new(),
+            n => format!("; {n} negative or not-a-number value(s) left out"),
+        };
+        self.note(
+            name,
+            true,
+            format!("{what}: {} scheduler(s){left_out}", values.len()),
+        );
         Some(values.iter().sum())
     }
 
     fn kv_fractions(&mut self, f: &Families, name: &str) -> bool {
         let kids = f.children(name, PidCollapse::Mean);
         if kids.is_empty() {
+            self.lack(
+                Some(reading::KV_USAGE),
+                format!("{name} is not on the page"),
+            );
             return false;
         }
-        self.kv_usage = kids
+        // A usage fraction lies in [0, 1]; NaN, infinities and percentages are no reading.
+        let (kept, outside): (Vec<f64>, Vec<f64>) = kids
             .iter()
             .map(|c| c.value)
-            // A usage fraction lies in [0, 1]; NaN, infinities and percentages are no reading.
-            .filter(|v| (0.0..=1.0).contains(v))
-            .collect();
-        self.note(name, true, format!("KV usage: {} scheduler(s)", kids.len()));
+            .partition(|v| (0.0..=1.0).contains(v));
+        self.kv_usage = kept;
+        if self.kv_usage.is_empty() {
+            let why = format!(
+                "every value of {name} lies outside 0 to 1 ({} scheduler(s)); a usage fraction never does (a percentage?)",
+                outside.len()
+            );
+            self.note(name, false, why.clone());
+            self.lack(Some(reading::KV_USAGE), why);
+            return true;
+        }
+        let left_out = match outside.len() {
+            0 => String::new(),
+            n => format!("; {n} value(s) outside 0 to 1 left out"),
+        };
+        self.note(
+            name,
+            true,
+            format!("KV usage: {} scheduler(s){left_out}", self.kv_usage.len()),
+        );
         true
     }
 
-    /// Adds every child of a counter family and notes the family when it has any.
-    fn counter(&mut self, f: &Families, name: &str, counter: Counter, note: &str) -> bool {
-        let added = self.add_counter(f, name, counter, |_| true) > 0;
-        if added {
-            self.note(name, true, note);
+    /// Adds every child of a counter family and notes the family when it has any; `reading`
+    /// names what is missing without it.
+    fn counter(
+        &mut self,
+        f: &Families,
+        name: &str,
+        counter: Counter,
+        note: &str,
+        reading: Option<&'static str>,
+    ) -> bool {
+        let added = self.add_counter(f, name, counter, |_| true);
+        if added == 0 {
+            self.lack(reading, format!("{name} is not on the page"));
+            return false;
         }
-        added
+        let broken = self
+            .counters
+            .iter()
+            .filter(|((c, _), v)| *c == counter && (!v.is_finite() || **v < 0.0))
+            .count();
+        let note = match broken {
+            0 => note.to_string(),
+            n => format!(
+                "{note}; {n} value(s) negative or not a number: a window over them has no rate"
+            ),
+        };
+        self.note(name, true, note);
+        true
     }
 
     fn add_counter(
@@ -187,8 +282,13 @@ impl EngineSample {
         let sums = f.children(&format!("{base}_sum"), PidCollapse::Max);
         let counts = f.children(&format!("{base}_count"), PidCollapse::Max);
         if buckets.is_empty() && sums.is_empty() && counts.is_empty() {
+            self.lack(
+                Some(latency.reading()),
+                format!("{base} is not on the page"),
+            );
             return false;
         }
+        let mut bad_bounds = 0;
         for child in &buckets {
             // A boundary is finite or +Inf; `NaN` or `-Inf` drops just that bucket line.
             let Some(le) = child
@@ -196,6 +296,7 @@ impl EngineSample {
                 .and_then(|le| le.parse::<f64>().ok())
                 .filter(|le| le.is_finite() || *le == f64::INFINITY)
             else {
+                bad_bounds += 1;
                 continue;
             };
             let entry = self
@@ -219,7 +320,13 @@ impl EngineSample {
         for histogram in self.histograms.values_mut() {
             histogram.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
-        self.note(base, true, format!("{latency:?} histogram"));
+        let note = match bad_bounds {
+            0 => format!("{latency:?} histogram"),
+            n => format!(
+                "{latency:?} histogram; {n} bucket line(s) whose le is not a number or -Inf left out"
+            ),
+        };
+        self.note(base, true, note);
         true
     }
 
@@ -283,8 +390,18 @@ fn preferred<'n>(
 }
 
 fn read_vllm(f: &Families, sample: &mut EngineSample) {
-    sample.running = sample.gauge_sum(f, "vllm:num_requests_running", "running");
-    sample.waiting = sample.gauge_sum(f, "vllm:num_requests_waiting", "waiting");
+    sample.running = sample.gauge_sum(
+        f,
+        "vllm:num_requests_running",
+        "running",
+        Some(reading::RUNNING),
+    );
+    sample.waiting = sample.gauge_sum(
+        f,
+        "vllm:num_requests_waiting",
+        "waiting",
+        Some(reading::WAITING),
+    );
     if f.has("vllm:num_requests_waiting_by_reason") {
         sample.note(
             "vllm:num_requests_waiting_by_reason",
@@ -294,8 +411,14 @@ fn read_vllm(f: &Families, sample: &mut EngineSample) {
     }
 
     let kv_names = ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"];
-    if let Some(name) = preferred(f, sample, &kv_names, false) {
-        sample.kv_fractions(f, name);
+    match preferred(f, sample, &kv_names, false) {
+        Some(name) => {
+            sample.kv_fractions(f, name);
+        }
+        None => sample.lack(
+            Some(reading::KV_USAGE),
+            "neither vllm:kv_cache_usage_perc nor vllm:gpu_cache_usage_perc is on the page",
+        ),
     }
 
     sample.counter(
@@ -303,12 +426,14 @@ fn read_vllm(f: &Families, sample: &mut EngineSample) {
         "vllm:prompt_tokens_total",
         Counter::Prompt,
         "prompt tokens (cached included)",
+        Some(reading::PROMPT),
     );
     sample.counter(
         f,
         "vllm:generation_tokens_total",
         Counter::Generation,
         "generation tokens",
+        Some(reading::GENERATION),
     );
     let hit_names = [
         "vllm:prefix_cache_hits_total",
@@ -321,6 +446,7 @@ fn read_vllm(f: &Families, sample: &mut EngineSample) {
                 name,
                 Counter::PrefixHits,
                 "prefix-cache hit tokens, subtracted from prompt tokens",
+                None,
             );
         }
         Some(legacy) => {
@@ -341,6 +467,7 @@ fn read_vllm(f: &Families, sample: &mut EngineSample) {
                     legacy,
                     Counter::PrefixHits,
                     "legacy prefix-cache hit tokens, subtracted from prompt tokens",
+                    None,
                 );
             }
         }
@@ -363,26 +490,42 @@ fn read_vllm(f: &Families, sample: &mut EngineSample) {
     }
 
     sample.add_histogram(f, "vllm:time_to_first_token_seconds", Latency::Ttft);
-    if let Some(base) = preferred(
-        f,
-        sample,
-        &[
-            "vllm:inter_token_latency_seconds",
-            "vllm:time_per_output_token_seconds",
-        ],
-        true,
-    ) {
-        sample.add_histogram(f, base, Latency::Itl);
+    let itl_names = [
+        "vllm:inter_token_latency_seconds",
+        "vllm:time_per_output_token_seconds",
+    ];
+    match preferred(f, sample, &itl_names, true) {
+        Some(base) => {
+            sample.add_histogram(f, base, Latency::Itl);
+        }
+        None => sample.lack(
+            Some(reading::ITL),
+            format!(
+                "neither {} nor {} is on the page",
+                itl_names[0], itl_names[1]
+            ),
+        ),
     }
 }
 
 fn read_sglang(f: &Families, sample: &mut EngineSample) {
-    sample.running = sample.gauge_sum(f, "sglang:num_running_reqs", "running");
-    sample.waiting = sample.gauge_sum(f, "sglang:num_queue_reqs", "waiting");
+    sample.running = sample.gauge_sum(
+        f,
+        "sglang:num_running_reqs",
+        "running",
+        Some(reading::RUNNING),
+    );
+    sample.waiting = sample.gauge_sum(
+        f,
+        "sglang:num_queue_reqs",
+        "waiting",
+        Some(reading::WAITING),
+    );
     sample.decode_transfer = sample.gauge_sum(
         f,
         "sglang:num_decode_transfer_queue_reqs",
         "decode transfer queue (added to waiting on Decode roles)",
+        None,
     );
     sample.kv_fractions(f, "sglang:token_usage");
 
@@ -391,12 +534,14 @@ fn read_sglang(f: &Families, sample: &mut EngineSample) {
         "sglang:prompt_tokens_total",
         Counter::Prompt,
         "prompt tokens of finished requests (cached included)",
+        Some(reading::PROMPT),
     );
     sample.counter(
         f,
         "sglang:generation_tokens_total",
         Counter::Generation,
         "generation tokens of finished requests",
+        Some(reading::GENERATION),
     );
     let effective = "sglang:prefill_effective_tokens_total";
     let inputs = sample.add_counter(f, effective, Counter::EffectiveInput, |c| {
@@ -420,18 +565,24 @@ fn read_sglang(f: &Families, sample: &mut EngineSample) {
         "sglang:cached_tokens_total",
         Counter::Cached,
         "cached prompt tokens, used when effective tokens are absent",
+        None,
     );
 
     sample.add_histogram(f, "sglang:time_to_first_token_seconds", Latency::Ttft);
-    if let Some(base) = preferred(
-        f,
-        sample,
-        &[
-            "sglang:inter_token_latency_seconds",
-            "sglang:time_per_output_token_seconds",
-        ],
-        true,
-    ) {
-        sample.add_histogram(f, base, Latency::Itl);
+    let itl_names = [
+        "sglang:inter_token_latency_seconds",
+        "sglang:time_per_output_token_seconds",
+    ];
+    match preferred(f, sample, &itl_names, true) {
+        Some(base) => {
+            sample.add_histogram(f, base, Latency::Itl);
+        }
+        None => sample.lack(
+            Some(reading::ITL),
+            format!(
+                "neither {} nor {} is on the page",
+                itl_names[0], itl_names[1]
+            ),
+        ),
     }
 }

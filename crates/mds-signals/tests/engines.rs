@@ -503,3 +503,57 @@ fn prefix_hit_names_the_preferred_counter_and_explains_the_legacy_one() {
     assert_eq!(read(EngineKind::Vllm, &parse(tokens)).counters.len(), 1);
     assert!(series(tokens)[0].1);
 }
+
+#[test]
+fn every_missing_or_ignored_series_says_why() {
+    use mds_signals::engine::reading;
+    let page = "vllm:num_requests_running{engine=\"0\"} -3\n\
+                vllm:num_requests_waiting{engine=\"0\"} 2\nvllm:num_requests_waiting{engine=\"1\"} NaN\n\
+                vllm:kv_cache_usage_perc{engine=\"0\"} 85\n\
+                vllm:time_to_first_token_seconds_bucket{le=\"NaN\"} 1\n\
+                vllm:time_to_first_token_seconds_bucket{le=\"+Inf\"} 1\n";
+    let sample = read(EngineKind::Vllm, &parse(page));
+    let note = |name: &str| {
+        sample
+            .series
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| (s.used, s.note.clone()))
+            .unwrap_or_else(|| panic!("{name} not noted: {:?}", sample.series))
+    };
+    let (used, why) = note("vllm:num_requests_running");
+    assert!(!used);
+    assert!(
+        why.contains("every value of vllm:num_requests_running is negative or not a number"),
+        "{why}"
+    );
+    assert_eq!(sample.missing[reading::RUNNING], why);
+    let (used, why) = note("vllm:num_requests_waiting");
+    assert!(used);
+    assert!(
+        why.contains("1 negative or not-a-number value(s) left out"),
+        "{why}"
+    );
+    let (used, why) = note("vllm:kv_cache_usage_perc");
+    assert!(!used);
+    assert!(why.contains("outside 0 to 1"), "{why}");
+    assert!(sample.missing[reading::KV_USAGE].contains("a percentage?"));
+    let (_, why) = note("vllm:time_to_first_token_seconds");
+    assert!(
+        why.contains("1 bucket line(s) whose le is not a number"),
+        "{why}"
+    );
+    for (missing, name) in [
+        (reading::PROMPT, "vllm:prompt_tokens_total"),
+        (reading::GENERATION, "vllm:generation_tokens_total"),
+        (reading::ITL, "vllm:inter_token_latency_seconds"),
+    ] {
+        assert!(
+            sample.missing[missing].contains(name),
+            "{missing}: {:?}",
+            sample.missing
+        );
+        assert!(sample.missing[missing].contains("on the page"));
+    }
+    assert!(!sample.missing.contains_key(reading::WAITING));
+}

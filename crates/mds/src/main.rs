@@ -1,6 +1,7 @@
 //! `mds`: the ModelDeploymentScaler operator and its offline tools.
 
 mod commands;
+mod manifest;
 
 use std::process::ExitCode;
 
@@ -28,11 +29,13 @@ enum Command {
     /// and runs every admission rule. ModelDeployment documents given with --target, or found
     /// among the inputs, are used as targets for scalers whose targetRef names them, which
     /// enables the target-dependent rules (bounds for every target role, role kinds, generated
-    /// name lengths). Documents of other kinds are skipped.
+    /// name lengths). Documents of other kinds are skipped. Every problem is listed as
+    /// `path: message`, type problems, rule errors and unknown fields in one run.
     ///
-    /// Exit status: 0 all scalers valid (warnings are printed), 1 at least one scaler is
-    /// invalid (every error is listed as `path: message`), 2 an input could not be read or
-    /// parsed as YAML, or held no ModelDeploymentScaler at all.
+    /// Exit status: 0 all scalers valid (warnings are printed; --strict makes them errors),
+    /// 1 at least one scaler is invalid, or --target was given and a scaler's target is not in
+    /// it (unless --allow-missing-target), 2 an input could not be read or parsed as YAML, or
+    /// held no ModelDeploymentScaler at all.
     Validate(commands::validate::Args),
     /// Show what the scaler reads from a saved engine /metrics page.
     ///
@@ -42,7 +45,11 @@ enum Command {
     /// cache-missed prompt rate, generation rate and p95 TTFT and ITL exactly as the scaler
     /// computes them. Skipped lines are reported on standard error.
     ///
-    /// Exit status: 0 printed, 2 a page could not be read or holds no samples.
+    /// Every reading shown as missing and every series shown as ignored says why. The engine
+    /// name is taken in any case (vLLM, SGLang, as the target spells it).
+    ///
+    /// Exit status: 0 printed, 1 a page holds no series of the given engine (the message
+    /// names the engine it does hold), 2 a page could not be read or holds no samples.
     InspectMetrics(commands::inspect_metrics::Args),
     /// Replay a recorded timeline through the scaler's decision core.
     ///
@@ -52,7 +59,12 @@ enum Command {
     /// per pass, each role's raw recommendation, constrained count and reason, the target
     /// write, and the conditions that changed. The timeline format is in docs/REPLAY.md.
     ///
-    /// Exit status: 0 replayed, 2 an input could not be read or parsed.
+    /// The scaler and target are checked with the same rules as `mds validate` first; a
+    /// scaler admission would refuse is not replayed.
+    ///
+    /// Exit status: 0 replayed, 1 the scaler or target is invalid (the findings are the ones
+    /// `mds validate` prints), 2 an input could not be read, holds no document of the needed
+    /// kind, or the timeline breaks a rule (the message names the line and field).
     Replay(commands::replay::Args),
     /// Run the operator: plan and commit replica counts for every ModelDeploymentScaler.
     ///
@@ -67,12 +79,35 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     match cli.command {
         Command::Crd => commands::crd::run(),
         Command::Validate(args) => commands::validate::run(&args),
         Command::InspectMetrics(args) => commands::inspect_metrics::run(&args),
         Command::Replay(args) => commands::replay::run(&args),
         Command::Controller(args) => commands::controller::run(&args),
+    }
+}
+
+/// Help and version go to standard output as clap writes them; a usage mistake gets the same
+/// `mds: error:` prefix as every other error of every command, and exit status 2.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(if e.use_stderr() { 2 } else { 0 })
+        }
+        _ => {
+            let text = e.to_string();
+            let text = text.strip_prefix("error: ").unwrap_or(&text);
+            commands::emit("", &commands::error_line(text.trim_end()));
+            ExitCode::from(2)
+        }
     }
 }

@@ -1,37 +1,12 @@
 //! The `mds` binary as a user runs it: exit codes, output and standard input.
 
+mod common;
+
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn mds(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mds"))
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mds runs");
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use common::{mds, repo, text};
 
 #[test]
 fn every_example_validates() {
@@ -114,26 +89,114 @@ fn unreadable_input_exits_2_with_the_reason() {
 }
 
 #[test]
-fn show_defaults_prints_the_stored_object() {
+fn show_defaults_output_is_yaml_that_validates_again() {
+    let scratch = common::Scratch::new("stored");
+    for example in [
+        "examples/token-throughput.yaml",
+        "examples/prefill-decode-encode.yaml",
+    ] {
+        let out = mds(&["validate", "--show-defaults", "-f", example], None);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(
+            text(&out.stderr).contains(": valid"),
+            "the report goes to stderr"
+        );
+        assert!(
+            stdout.starts_with("---\napiVersion: worker.gpustack.ai/v1\n"),
+            "{stdout}"
+        );
+        for line in [
+            "maxStepReplicas: 4",
+            "policy:",
+            "intervalSeconds: 15",
+            "minReplicas:",
+        ] {
+            assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
+        }
+        // validate --show-defaults > stored.yaml && validate -f stored.yaml
+        let stored = scratch.file("stored.yaml", &stdout);
+        let again = mds(&["validate", "-f", &stored], None);
+        assert_eq!(again.status.code(), Some(0), "{}", text(&again.stdout));
+        assert!(
+            !text(&again.stdout).contains("warning"),
+            "{}",
+            text(&again.stdout)
+        );
+        let twice = mds(&["validate", "--show-defaults", "-f", &stored], None);
+        assert_eq!(text(&twice.stdout), stdout, "storing twice changes nothing");
+    }
+}
+
+#[test]
+fn one_file_as_scalers_and_targets_keeps_its_scaler() {
+    let example = "examples/prefill-decode-encode.yaml";
+    let out = mds(&["validate", "-f", example, "--target", example], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("ModelDeploymentScaler vl-serving: valid (checked against ModelDeployment \"vl-serving\")"),
+        "{}",
+        text(&out.stdout)
+    );
+    let both = std::fs::read_to_string(repo().join(example)).unwrap();
+    let out = mds(&["validate", "-f", "-", "--target", "-"], Some(&both));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let out = mds(
         &[
             "validate",
             "-f",
-            "examples/token-throughput.yaml",
-            "--show-defaults",
+            "examples/proportional.yaml",
+            "--target",
+            example,
         ],
         None,
     );
+    assert_eq!(out.status.code(), Some(1), "its target is not in --target");
+    assert!(
+        text(&out.stdout).contains("target not found"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = mds(
+        &[
+            "validate",
+            "-f",
+            "examples/proportional.yaml",
+            "--target",
+            example,
+            "--allow-missing-target",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+#[test]
+fn strict_fails_on_warnings() {
+    let manifest = std::fs::read_to_string(repo().join("examples/proportional.yaml"))
+        .unwrap()
+        .replace("  mode:", "  mod: Active\n  mode:");
+    assert!(manifest.contains("mod: Active"), "the example sets a mode");
+    let out = mds(&["validate", "-f", "-"], Some(&manifest));
     assert_eq!(out.status.code(), Some(0));
-    let stdout = text(&out.stdout);
-    for line in [
-        "maxStepReplicas: 4",
-        "stableWindowSeconds: 180",
-        "policy: Opposing",
-        "intervalSeconds: 15",
-    ] {
-        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
-    }
+    assert!(
+        text(&out.stdout).contains("warning: spec.mod: "),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains("did you mean mode?"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = mds(&["validate", "--strict", "-f", "-"], Some(&manifest));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
 }
 
 #[test]
@@ -196,239 +259,6 @@ fn help_explains_the_commands() {
     );
 }
 
-const FIXTURES: &str = "crates/mds-signals/tests/fixtures";
-
-#[test]
-fn inspect_metrics_shows_one_page() {
-    let page = format!("{FIXTURES}/sglang-0.5.18-dpattn-a.txt");
-    let out = mds(&["inspect-metrics", "--engine", "sglang", &page], None);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    assert!(stdout.contains("running requests       15"), "{stdout}");
-    assert!(stdout.contains("waiting requests       4"), "{stdout}");
-    assert!(
-        stdout.contains("used     sglang:prefill_effective_tokens_total"),
-        "{stdout}"
-    );
-    assert!(!stdout.contains("window of"), "{stdout}");
-}
-
-#[test]
-fn inspect_metrics_computes_the_window_of_two_pages() {
-    let a = format!("{FIXTURES}/sglang-0.5.14-decode-a.txt");
-    let b = format!("{FIXTURES}/sglang-0.5.14-decode-b.txt");
-    let out = mds(
-        &[
-            "inspect-metrics",
-            "--engine",
-            "sglang",
-            "--role-kind",
-            "decode",
-            &a,
-            &b,
-            "--interval",
-            "15",
-        ],
-        None,
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    assert!(
-        stdout.contains("waiting requests                7"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("prompt tokens/s (cache-missed)  1966.667"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("PromptMinusCached"), "{stdout}");
-
-    let out = mds(
-        &[
-            "inspect-metrics",
-            "--engine",
-            "sglang",
-            &a,
-            &b,
-            "--interval",
-            "15",
-            "--json",
-        ],
-        None,
-    );
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
-    assert_eq!(
-        value["window"]["waitingRequests"], 3.0,
-        "a Server role does not add the transfer queue"
-    );
-    assert_eq!(value["window"]["signalState"], "Fresh");
-    assert_eq!(value["sample"]["runningRequests"], 8.0);
-}
-
-#[test]
-fn inspect_metrics_reports_a_dropped_baseline() {
-    let a = format!("{FIXTURES}/vllm-0.12.0-a.txt");
-    let b = format!("{FIXTURES}/vllm-0.12.0-b.txt");
-    // Pages in the wrong order: counters go down, as after a restart.
-    let out = mds(
-        &[
-            "inspect-metrics",
-            "--engine",
-            "vllm",
-            &b,
-            &a,
-            "--interval",
-            "15",
-        ],
-        None,
-    );
-    let stdout = text(&out.stdout);
-    assert!(
-        stdout.contains("no rate: the baseline was dropped because a counter decreased"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("prompt tokens/s (cache-missed)  missing"),
-        "{stdout}"
-    );
-}
-
-#[test]
-fn inspect_metrics_refuses_unreadable_input_with_exit_2() {
-    let out = mds(
-        &["inspect-metrics", "--engine", "vllm", "no/such/page.txt"],
-        None,
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("no/such/page.txt: cannot read"),
-        "{}",
-        text(&out.stderr)
-    );
-    let out = mds(
-        &["inspect-metrics", "--engine", "vllm", "-"],
-        Some("<html>not metrics</html>\n"),
-    );
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = text(&out.stderr);
-    assert!(stderr.contains("-:1: skipped"), "{stderr}");
-    assert!(stderr.contains("no metric samples found"), "{stderr}");
-    let page = format!("{FIXTURES}/vllm-0.12.0-a.txt");
-    let out = mds(&["inspect-metrics", "--engine", "vllm", &page, &page], None);
-    assert_eq!(out.status.code(), Some(2), "a second page needs --interval");
-    for interval in ["1e12", "1e300", "1e-12", "0", "NaN"] {
-        let out = mds(
-            &[
-                "inspect-metrics",
-                "--engine",
-                "vllm",
-                &page,
-                &page,
-                "--interval",
-                interval,
-            ],
-            None,
-        );
-        assert_eq!(out.status.code(), Some(2), "--interval {interval}");
-        assert!(
-            text(&out.stderr).contains("--interval must be between 0.001 and 86400 seconds"),
-            "{}",
-            text(&out.stderr)
-        );
-    }
-}
-
-#[test]
-fn inspect_metrics_refuses_a_page_over_the_size_limit() {
-    // Exactly one byte over, so the whole input is read and the pipe never breaks.
-    let huge = "x 1\n".repeat(16 * 1024 * 1024 / 4) + "\n";
-    let out = mds(&["inspect-metrics", "--engine", "vllm", "-"], Some(&huge));
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = text(&out.stderr);
-    assert!(stderr.contains("larger than 16777216 bytes"), "{stderr}");
-}
-
-#[test]
-fn replay_prints_each_pass_and_json_lines() {
-    let args = [
-        "replay",
-        "--scaler",
-        "examples/replay/scaler.yaml",
-        "--target",
-        "examples/replay/target.yaml",
-        "--timeline",
-        "examples/replay/timeline.jsonl",
-    ];
-    let out = mds(&args, None);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    assert!(stdout.contains("write: bind  term 1"), "{stdout}");
-    assert!(
-        stdout.contains("write: rollback decode=3 prefill=3 term 1"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("MetricsReady=False (ResourceExhausted)"),
-        "{stdout}"
-    );
-
-    let mut json_args = args.to_vec();
-    json_args.push("--json");
-    let out = mds(&json_args, None);
-    let lines: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
-    assert_eq!(lines.len(), 30, "one object per timeline pass");
-    assert_eq!(lines[0]["write"]["kind"], "bind");
-    assert_eq!(lines[0]["conditions"]["Bound"]["status"], "True");
-    let commit = lines
-        .iter()
-        .find(|l| l["write"]["kind"] == "commit")
-        .expect("a commit");
-    assert!(
-        commit["write"]["decisionID"]
-            .as_str()
-            .unwrap()
-            .starts_with("llm-serving-t1-")
-    );
-    assert_eq!(
-        commit["roles"]["prefill"]["raw"],
-        commit["write"]["vector"]["prefill"]
-    );
-    // The same inputs give byte-identical output.
-    assert_eq!(mds(&json_args, None).stdout, out.stdout);
-}
-
-#[test]
-fn replay_refuses_a_broken_timeline_naming_the_line() {
-    let dir = std::env::temp_dir().join(format!("mds-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let timeline = dir.join("bad.jsonl");
-    std::fs::write(
-        &timeline,
-        "{\"t\": 0, \"roles\": {}}\n{\"t\": 15, \"roles\": {\"prefill\": {\"readyReplica\": 2}}}\n",
-    )
-    .unwrap();
-    let out = mds(
-        &[
-            "replay",
-            "--scaler",
-            "examples/replay/scaler.yaml",
-            "--timeline",
-            timeline.to_str().unwrap(),
-        ],
-        None,
-    );
-    std::fs::remove_dir_all(&dir).ok();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = text(&out.stderr);
-    assert!(
-        stderr.contains("timeline line 2") && stderr.contains("readyReplica"),
-        "{stderr}"
-    );
-}
-
 #[test]
 fn a_closed_output_pipe_is_not_a_panic() {
     use std::io::Read;
@@ -467,83 +297,38 @@ fn a_closed_output_pipe_is_not_a_panic() {
 }
 
 #[test]
-fn replay_errors_name_the_line_and_the_target_kind_is_checked() {
-    let dir = std::env::temp_dir().join(format!("mds-replay-kind-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let timeline = dir.join("t.jsonl");
-    std::fs::write(
-        &timeline,
-        "{\"t\": 0, \"roles\": {}}\n{\"t\": 15, \"target\": {\"replicas\": {\"nope\": 2}}}\n",
-    )
-    .unwrap();
-    let run = |target: &str| {
-        mds(
-            &[
-                "replay",
-                "--scaler",
-                "examples/replay/scaler.yaml",
-                "--target",
-                target,
-                "--timeline",
-                timeline.to_str().unwrap(),
-            ],
-            None,
-        )
-    };
-    let out = run("examples/replay/target.yaml");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("timeline line 2"),
-        "{}",
-        text(&out.stderr)
-    );
-    let out = run("examples/replay/scaler.yaml");
-    std::fs::remove_dir_all(&dir).ok();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("not a ModelDeployment"),
-        "{}",
-        text(&out.stderr)
-    );
+fn every_command_prefixes_its_errors_the_same_way() {
+    let scratch = common::Scratch::new("prefix");
+    let missing = scratch.0.join("missing.yaml").display().to_string();
+    let runs: [&[&str]; 5] = [
+        &["validate", "-f", &missing],
+        &["replay", "--scaler", &missing, "--timeline", &missing],
+        &["inspect-metrics", "--engine", "vllm", &missing],
+        &["inspect-metrics", "--engine", "tgi", &missing],
+        &["validate"],
+    ];
+    for args in runs {
+        let out = mds(args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.starts_with("mds: error: "), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
 }
 
 #[test]
-fn inspect_metrics_shows_the_status_rounding() {
-    let dir = std::env::temp_dir().join(format!("mds-inspect-round-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let page = |generated: u32| {
-        format!(
-            "vllm:num_requests_running 2.6\nvllm:num_requests_waiting 0\n\
-             vllm:kv_cache_usage_perc 0.123456\nvllm:generation_tokens_total {generated}\n"
-        )
-    };
-    let (a, b) = (dir.join("a.txt"), dir.join("b.txt"));
-    std::fs::write(&a, page(0)).unwrap();
-    std::fs::write(&b, page(100)).unwrap();
-    let (a, b) = (a.display().to_string(), b.display().to_string());
-    let args = [
-        "inspect-metrics",
-        "--engine",
-        "vllm",
-        &a,
-        &b,
-        "--interval",
-        "3",
-    ];
-    let out = mds(&args, None);
-    let stdout = text(&out.stdout);
-    // Requests to whole requests, KV usage to four places, rates to a thousandth.
-    assert!(
-        stdout.contains("running requests                3\n"),
-        "{stdout}"
+fn show_defaults_stores_the_inferred_algorithm_type() {
+    // D28: a manifest without algorithm.type gets the inferred one.
+    let scratch = common::Scratch::new("inferred");
+    let manifest = scratch.file(
+        "scaler.yaml",
+        "apiVersion: worker.gpustack.ai/v1\nkind: ModelDeploymentScaler\nmetadata: {name: x}\nspec:\n  targetRef: {name: x}\n  roles: [{name: server, maxReplicas: 4}]\n  algorithm:\n    proportional:\n      metric: QueueDepth\n      roleTargets: [{name: server, target: \"8\"}]\n",
     );
+    let out = mds(&["validate", "--show-defaults", "-f", &manifest], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
-        stdout.contains("KV cache usage (mean)           0.1235\n"),
-        "{stdout}"
+        text(&out.stdout).contains("type: Proportional"),
+        "{}",
+        text(&out.stdout)
     );
-    assert!(
-        stdout.contains("generation tokens/s             33.333\n"),
-        "{stdout}"
-    );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -18,7 +18,10 @@ pub fn run() -> ExitCode {
     match out.write_all(crd_yaml().as_bytes()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            super::emit("", &format!("mds crd: cannot write the CRD: {e}\n"));
+            super::emit(
+                "",
+                &super::error_line(&format!("cannot write the CRD: {e}")),
+            );
             ExitCode::from(2)
         }
     }

@@ -9,7 +9,7 @@ use jiff::{SignedDuration, Timestamp};
 use mds_api::quantity::Quantity;
 use mds_api::status::RoleStatus;
 use mds_api::target::RoleKind;
-use mds_signals::engine::{EngineKind, EngineSample, read};
+use mds_signals::engine::{EngineKind, EngineSample, read, reading};
 use mds_signals::exposition::{Page, parse};
 use mds_signals::observation::{RoleInputs, RoleObservation, observe_role};
 use mds_signals::samples::SampleStore;
@@ -31,11 +31,12 @@ pub enum RoleKindArg {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The engine that served the page (the target's spec.engine.name).
-    #[arg(long, value_enum)]
+    /// The engine that served the page (the target's spec.engine.name, in any case:
+    /// vLLM, SGLang).
+    #[arg(long, value_enum, ignore_case = true)]
     pub engine: EngineArg,
     /// The role kind: Decode roles add SGLang's KV transfer queue to waiting requests.
-    #[arg(long, value_enum, default_value = "server")]
+    #[arg(long, value_enum, ignore_case = true, default_value = "server")]
     pub role_kind: RoleKindArg,
     /// A saved /metrics page ('-' reads standard input), e.g. from
     /// `kubectl exec POD -c main -- curl -s localhost:8000/metrics > page.txt`.
@@ -81,7 +82,10 @@ pub fn inspect(args: &Args, out: &mut String, err: &mut String) -> u8 {
         match super::read_text(path, MAX_PAGE_BYTES) {
             Ok(text) => texts.push((path.display().to_string(), text)),
             Err(reason) => {
-                let _ = writeln!(err, "{}: cannot read: {reason}", path.display());
+                err.push_str(&super::error_line(&format!(
+                    "{}: cannot read: {reason}",
+                    path.display()
+                )));
                 return 2;
             }
         }
@@ -92,24 +96,29 @@ pub fn inspect(args: &Args, out: &mut String, err: &mut String) -> u8 {
         .collect();
     for (name, page) in &pages {
         for skipped in &page.skipped {
-            let _ = writeln!(err, "{name}:{}: skipped: {}", skipped.line, skipped.reason);
+            err.push_str(&super::note_line(&format!(
+                "{name}:{}: skipped: {}",
+                skipped.line, skipped.reason
+            )));
         }
         if page.samples.is_empty() {
-            let _ = writeln!(
-                err,
+            err.push_str(&super::error_line(&format!(
                 "{name}: no metric samples found; is this a Prometheus /metrics page?"
-            );
+            )));
             return 2;
+        }
+        if let Some(problem) = engine_mismatch(engine, page) {
+            err.push_str(&super::error_line(&format!("{name}: {problem}")));
+            return 1;
         }
     }
     let samples: Vec<EngineSample> = pages.iter().map(|(_, page)| read(engine, page)).collect();
     let observation = match (samples.get(1), args.interval) {
         (Some(next), Some(interval)) => {
             if !INTERVAL_SECONDS.contains(&interval) {
-                let _ = writeln!(
-                    err,
+                err.push_str(&super::error_line(&format!(
                     "--interval must be between 0.001 and 86400 seconds, got {interval}"
-                );
+                )));
                 return 2;
             }
             Some(window(engine, &kind, &samples[0], next, interval))
@@ -120,7 +129,9 @@ pub fn inspect(args: &Args, out: &mut String, err: &mut String) -> u8 {
         let value = json!({
             "engine": format!("{engine:?}"),
             "sample": sample_json(&samples[0]),
-            "window": observation.as_ref().map(|(o, reset)| observation_json(o, *reset)),
+            "window": observation.as_ref().map(|(o, reset)| {
+                observation_json(o, *reset, &|row: &str| why_missing(row, *reset, &samples))
+            }),
         });
         let _ = writeln!(
             out,
@@ -130,7 +141,8 @@ pub fn inspect(args: &Args, out: &mut String, err: &mut String) -> u8 {
     } else {
         write_sample(out, &pages[0].0, &pages[0].1, &samples[0]);
         if let Some((o, reset)) = &observation {
-            write_observation(out, o, *reset, args.interval.unwrap_or_default());
+            let why = |row: &str| why_missing(row, *reset, &samples);
+            write_observation(out, o, *reset, args.interval.unwrap_or_default(), &why);
         }
     }
     0
@@ -160,6 +172,84 @@ fn window(
     (observation, reset)
 }
 
+/// The prefix every series of an engine carries.
+fn prefix(engine: EngineKind) -> &'static str {
+    match engine {
+        EngineKind::Vllm => "vllm:",
+        EngineKind::Sglang => "sglang:",
+    }
+}
+
+fn engine_name(engine: EngineKind) -> (&'static str, &'static str) {
+    match engine {
+        EngineKind::Vllm => ("vLLM", "vllm"),
+        EngineKind::Sglang => ("SGLang", "sglang"),
+    }
+}
+
+/// Why a page cannot be read as `engine`'s: it holds the other engine's series, or none.
+fn engine_mismatch(engine: EngineKind, page: &Page) -> Option<String> {
+    let count = |e: EngineKind| {
+        page.samples
+            .iter()
+            .filter(|s| s.name.starts_with(prefix(e)))
+            .count()
+    };
+    if count(engine) > 0 {
+        return None;
+    }
+    let (wanted, _) = engine_name(engine);
+    let other = match engine {
+        EngineKind::Vllm => EngineKind::Sglang,
+        EngineKind::Sglang => EngineKind::Vllm,
+    };
+    let (other_name, other_flag) = engine_name(other);
+    if count(other) > 0 {
+        return Some(format!(
+            "this page holds {other_name} series ({}…), not {wanted} ones; run with --engine {other_flag}",
+            prefix(other)
+        ));
+    }
+    let example = page.samples.first().map_or("", |s| s.name);
+    Some(format!(
+        "this page holds no vLLM or SGLang series ({} samples of other metrics, such as {example}); is it a serving engine's /metrics page?",
+        page.samples.len()
+    ))
+}
+
+/// Why a window row has no value: a dropped baseline, a series missing from either page, or
+/// nothing that moved between the pages.
+fn why_missing(row: &str, reset: Option<&str>, samples: &[EngineSample]) -> String {
+    let series = match row {
+        "running" => reading::RUNNING,
+        "waiting" => reading::WAITING,
+        "kv" => reading::KV_USAGE,
+        "prompt" => reading::PROMPT,
+        "generation" => reading::GENERATION,
+        "ttft" => reading::TTFT,
+        _ => reading::ITL,
+    };
+    let gauge = matches!(row, "running" | "waiting" | "kv");
+    // Gauges are read from the later page; rates and latencies need both.
+    let pages = if gauge {
+        &samples[samples.len() - 1..]
+    } else {
+        samples
+    };
+    if let Some(why) = pages.iter().find_map(|s| s.missing.get(series)) {
+        return why.clone();
+    }
+    if let (Some(reason), false) = (reset, gauge) {
+        return format!("the baseline was dropped because {reason}");
+    }
+    match row {
+        "ttft" | "itl" => {
+            "no request finished between the pages (the histogram count did not move)".into()
+        }
+        _ => "the counter is not on both pages".into(),
+    }
+}
+
 fn fmt_opt(value: Option<f64>) -> String {
     value.map_or_else(
         || "missing".to_string(),
@@ -174,9 +264,22 @@ fn write_sample(out: &mut String, name: &str, page: &Page, sample: &EngineSample
         page.samples.len(),
         page.skipped.len()
     );
+    // A missing reading says why, in the words the adapter recorded.
+    let shown = |value: Option<f64>, series: &str| match value {
+        Some(v) => fmt_opt(Some(v)),
+        None => missing(sample.missing.get(series).map(String::as_str)),
+    };
     let _ = writeln!(out, "gauges (after the rank rule)");
-    let _ = writeln!(out, "  running requests       {}", fmt_opt(sample.running));
-    let _ = writeln!(out, "  waiting requests       {}", fmt_opt(sample.waiting));
+    let _ = writeln!(
+        out,
+        "  running requests       {}",
+        shown(sample.running, reading::RUNNING)
+    );
+    let _ = writeln!(
+        out,
+        "  waiting requests       {}",
+        shown(sample.waiting, reading::WAITING)
+    );
     if sample.decode_transfer.is_some() {
         let _ = writeln!(
             out,
@@ -189,12 +292,17 @@ fn write_sample(out: &mut String, name: &str, page: &Page, sample: &EngineSample
         out,
         "  KV cache usage         {}",
         if kv.is_empty() {
-            "missing".to_string()
+            missing(sample.missing.get(reading::KV_USAGE).map(String::as_str))
         } else {
             kv.join(", ") + " (per scheduler)"
         }
     );
     let _ = writeln!(out, "counters");
+    for series in [reading::PROMPT, reading::GENERATION] {
+        if let Some(why) = sample.missing.get(series) {
+            let _ = writeln!(out, "  {series:<15} {}", missing(Some(why)));
+        }
+    }
     for ((counter, key), value) in &sample.counters {
         let _ = writeln!(
             out,
@@ -204,6 +312,11 @@ fn write_sample(out: &mut String, name: &str, page: &Page, sample: &EngineSample
         );
     }
     let _ = writeln!(out, "histograms");
+    for series in [reading::TTFT, reading::ITL] {
+        if let Some(why) = sample.missing.get(series) {
+            let _ = writeln!(out, "  {series:<15} {}", missing(Some(why)));
+        }
+    }
     for ((latency, key), h) in &sample.histograms {
         let finite: Vec<f64> = h
             .buckets
@@ -236,11 +349,25 @@ fn write_sample(out: &mut String, name: &str, page: &Page, sample: &EngineSample
     }
 }
 
+/// `missing: WHY`, or `missing` alone when nothing more is known.
+fn missing(why: Option<&str>) -> String {
+    match why {
+        Some(why) => format!("missing: {why}"),
+        None => "missing".to_string(),
+    }
+}
+
 fn braces(key: &str) -> String {
     format!("{{{key}}}")
 }
 
-fn write_observation(out: &mut String, o: &RoleObservation, reset: Option<&str>, interval: f64) {
+fn write_observation(
+    out: &mut String,
+    o: &RoleObservation,
+    reset: Option<&str>,
+    interval: f64,
+    why: &dyn Fn(&str) -> String,
+) {
     let _ = writeln!(
         out,
         "window of {interval} s, as the scaler computes it and its status shows it"
@@ -251,18 +378,27 @@ fn write_observation(out: &mut String, o: &RoleObservation, reset: Option<&str>,
     // The status's own rounding, so the numbers match `kubectl get mds -o yaml`.
     let mut status = RoleStatus::default();
     o.write_status(&mut status);
-    let show = |v: Option<String>| v.unwrap_or_else(|| "missing".to_string());
-    let quantity = |q: &Option<Quantity>| show(q.as_ref().map(Quantity::to_string));
-    let count = |c: Option<i64>| show(c.map(|c| c.to_string()));
+    let show = |v: Option<String>, row: &str| v.unwrap_or_else(|| missing(Some(&why(row))));
+    let quantity = |q: &Option<Quantity>, row| show(q.as_ref().map(Quantity::to_string), row);
+    let count = |c: Option<i64>, row| show(c.map(|c| c.to_string()), row);
     let paths: Vec<String> = o.prompt_paths.iter().map(|p| format!("{p:?}")).collect();
     let rows = [
         ("signal state", format!("{:?}", o.signal_state)),
-        ("running requests", count(status.running_requests)),
-        ("waiting requests", count(status.waiting_requests)),
-        ("KV cache usage (mean)", quantity(&status.kv_cache_usage)),
+        (
+            "running requests",
+            count(status.running_requests, "running"),
+        ),
+        (
+            "waiting requests",
+            count(status.waiting_requests, "waiting"),
+        ),
+        (
+            "KV cache usage (mean)",
+            quantity(&status.kv_cache_usage, "kv"),
+        ),
         (
             "prompt tokens/s (cache-missed)",
-            quantity(&status.prompt_tokens_per_second),
+            quantity(&status.prompt_tokens_per_second, "prompt"),
         ),
         (
             "prompt demand formula",
@@ -274,10 +410,10 @@ fn write_observation(out: &mut String, o: &RoleObservation, reset: Option<&str>,
         ),
         (
             "generation tokens/s",
-            quantity(&status.generation_tokens_per_second),
+            quantity(&status.generation_tokens_per_second, "generation"),
         ),
-        ("TTFT p95 (ms)", quantity(&status.ttft_milliseconds)),
-        ("ITL p95 (ms)", quantity(&status.itl_milliseconds)),
+        ("TTFT p95 (ms)", quantity(&status.ttft_milliseconds, "ttft")),
+        ("ITL p95 (ms)", quantity(&status.itl_milliseconds, "itl")),
     ];
     for (label, value) in rows {
         let _ = writeln!(out, "  {label:<31} {value}");
@@ -316,11 +452,39 @@ fn sample_json(sample: &EngineSample) -> Value {
         "counters": counters,
         "histograms": histograms,
         "series": series,
+        "missing": sample.missing,
     })
 }
 
-fn observation_json(o: &RoleObservation, reset: Option<&str>) -> Value {
+fn observation_json(
+    o: &RoleObservation,
+    reset: Option<&str>,
+    why: &dyn Fn(&str) -> String,
+) -> Value {
+    let rows = [
+        ("runningRequests", "running", o.running_requests),
+        ("waitingRequests", "waiting", o.waiting_requests),
+        ("kvCacheUsage", "kv", o.kv_cache_usage),
+        (
+            "promptTokensPerSecond",
+            "prompt",
+            o.prompt_tokens_per_second,
+        ),
+        (
+            "generationTokensPerSecond",
+            "generation",
+            o.generation_tokens_per_second,
+        ),
+        ("ttftMilliseconds", "ttft", o.ttft_milliseconds),
+        ("itlMilliseconds", "itl", o.itl_milliseconds),
+    ];
+    let missing: serde_json::Map<String, Value> = rows
+        .iter()
+        .filter(|(_, _, v)| v.is_none())
+        .map(|(field, row, _)| (field.to_string(), json!(why(row))))
+        .collect();
     json!({
+        "missing": missing,
         "signalState": format!("{:?}", o.signal_state),
         "baselineDropped": reset,
         "runningRequests": o.running_requests,

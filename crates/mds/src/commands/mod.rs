@@ -45,3 +45,17 @@ pub fn emit(stdout: &str, stderr: &str) {
     let _ = std::io::stdout().lock().write_all(stdout.as_bytes());
     let _ = std::io::stderr().lock().write_all(stderr.as_bytes());
 }
+
+/// Every line a command writes to standard error on its own behalf starts `mds: LEVEL: `,
+/// whichever command wrote it.
+pub fn error_line(message: &str) -> String {
+    format!("mds: error: {message}\n")
+}
+
+pub fn warning_line(message: &str) -> String {
+    format!("mds: warning: {message}\n")
+}
+
+pub fn note_line(message: &str) -> String {
+    format!("mds: note: {message}\n")
+}

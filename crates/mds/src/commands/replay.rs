@@ -1,19 +1,27 @@
 //! `mds replay`: what would the scaler have done on a recorded timeline?
+//!
+//! The scaler and target go through the same checks as `mds validate` first: a scaler that
+//! admission would refuse is not replayed, since no cluster would ever run it.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mds_api::ModelDeploymentScaler;
+use mds_api::validation::Report;
 use mds_core::replay::{PassReport, parse_timeline, replay, synthetic_target};
+
+use crate::manifest::scaler::{read_scaler, read_target, write_report};
+use crate::manifest::{Document, holdings, parse_documents};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The ModelDeploymentScaler manifest (YAML).
+    /// The ModelDeploymentScaler manifest (YAML; in a multi-document file, the one document
+    /// of that kind).
     #[arg(long, value_name = "FILE")]
     pub scaler: PathBuf,
-    /// The target ModelDeployment manifest (YAML). Without it, every scaler role is a Server
-    /// role starting at its minReplicas.
+    /// The target ModelDeployment manifest (YAML; in a multi-document file, the
+    /// ModelDeployment the scaler's targetRef names). Without it, every scaler role is a
+    /// Server role starting at its minReplicas.
     #[arg(long, value_name = "FILE")]
     pub target: Option<PathBuf>,
     /// The timeline: JSON Lines, one object per sampling pass (see docs/REPLAY.md).
@@ -24,53 +32,166 @@ pub struct Args {
     pub json: bool,
 }
 
-fn read(path: &std::path::Path) -> Result<String, String> {
-    super::read_text(path, super::MAX_INPUT_BYTES)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))
+/// Exit status when the scaler or target is one admission refuses (as `mds validate`).
+const REFUSED: u8 = 1;
+/// Exit status when an input cannot be read, holds the wrong kind, or the timeline is wrong.
+const UNUSABLE: u8 = 2;
+
+/// Why the replay did not run: the exit status and the lines for standard error.
+struct Stop {
+    code: u8,
+    text: String,
 }
 
-fn yaml<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T, String> {
-    let text = read(path)?;
-    serde_yaml_ng::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+fn unusable(message: impl AsRef<str>) -> Stop {
+    Stop {
+        code: UNUSABLE,
+        text: super::error_line(message.as_ref()),
+    }
 }
 
 pub fn run(args: &Args) -> ExitCode {
-    match run_inner(args) {
+    let mut notes = String::new();
+    match run_inner(args, &mut notes) {
         Ok(out) => {
-            super::emit(&out, "");
+            super::emit(&out, &notes);
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            super::emit("", &format!("mds replay: {e}\n"));
-            ExitCode::from(2)
+        Err(stop) => {
+            super::emit("", &(notes + &stop.text));
+            ExitCode::from(stop.code)
         }
     }
 }
 
-fn run_inner(args: &Args) -> Result<String, String> {
-    let scaler: ModelDeploymentScaler = yaml(&args.scaler)?;
-    let target = match &args.target {
-        Some(path) => yaml::<serde_json::Value>(path)?,
-        None => {
-            super::emit(
-                "",
-                "mds replay: no --target: every role is a Server role starting at its minReplicas
-",
-            );
-            synthetic_target(&scaler)
-        }
+fn documents(path: &Path) -> Result<Vec<Document>, Stop> {
+    let name = path.display().to_string();
+    let bytes = super::read_input(path, super::MAX_INPUT_BYTES)
+        .map_err(|e| unusable(format!("{name}: cannot read: {e}")))?;
+    parse_documents(&name, &bytes).map_err(unusable)
+}
+
+/// The single document of `kind` in `docs`, chosen by `name` when several are.
+fn pick<'d>(
+    docs: &'d [Document],
+    file: &Path,
+    kind: &str,
+    name: Option<&str>,
+) -> Result<&'d Document, Stop> {
+    let file = file.display();
+    let of_kind: Vec<&Document> = docs.iter().filter(|d| d.is(kind)).collect();
+    let all: Vec<&Document> = docs.iter().collect();
+    match (of_kind.as_slice(), name) {
+        ([], _) => Err(unusable(format!(
+            "{file} holds no {kind}; it holds {}",
+            holdings(&all)
+        ))),
+        (_, Some(name)) => of_kind
+            .iter()
+            .copied()
+            .find(|d| d.name() == Some(name))
+            .ok_or_else(|| {
+                unusable(format!(
+                    "{file} holds no {kind} named {name:?}, the name the scaler's spec.targetRef.name gives; it holds {}",
+                    holdings(&of_kind)
+                ))
+            }),
+        ([one], None) => Ok(one),
+        (many, None) => Err(unusable(format!(
+            "{file} holds {} {kind} documents ({}); give a file with the one to replay",
+            many.len(),
+            holdings(many)
+        ))),
+    }
+}
+
+/// A refusal in the words `mds validate` uses: the header, then every finding.
+fn refused(header: &str, report: &Report) -> Stop {
+    let mut lines = String::new();
+    write_report(&mut lines, header, report);
+    Stop {
+        code: REFUSED,
+        text: super::error_line(lines.trim_end()),
+    }
+}
+
+fn run_inner(args: &Args, notes: &mut String) -> Result<String, Stop> {
+    let scaler_docs = documents(&args.scaler)?;
+    let scaler_doc = pick(&scaler_docs, &args.scaler, "ModelDeploymentScaler", None)?;
+    let read = read_scaler(scaler_doc);
+    let name = if read.name.is_empty() {
+        "(no name)"
+    } else {
+        read.name.as_str()
     };
-    let timeline = parse_timeline(&read(&args.timeline)?)
-        .map_err(|e| format!("{}: {e}", args.timeline.display()))?;
-    let reports = replay(&scaler, target, &timeline).map_err(|e| e.to_string())?;
+    let scaler_label = format!("{}: ModelDeploymentScaler {name}", scaler_doc.label());
+
+    let target_docs = match &args.target {
+        Some(path) => documents(path)?,
+        None => vec![],
+    };
+    let (target_value, target_note) = match (&args.target, &read.scaler) {
+        (Some(path), _) => {
+            let doc = pick(
+                &target_docs,
+                path,
+                "ModelDeployment",
+                read.target_name.as_deref(),
+            )?;
+            if let Err(findings) = read_target(doc) {
+                let report = Report {
+                    errors: findings,
+                    warnings: vec![],
+                };
+                return Err(refused(
+                    &format!("{}: {}: invalid", doc.label(), doc.describe()),
+                    &report,
+                ));
+            }
+            let value = serde_json::to_value(&doc.value)
+                .map_err(|e| unusable(format!("{}: cannot be read as JSON: {e}", doc.label())))?;
+            (value, format!("checked against {}", doc.describe()))
+        }
+        (None, Some(scaler)) => {
+            notes.push_str(&super::note_line(
+                "no --target: every role is a Server role starting at its minReplicas",
+            ));
+            let note =
+                "checked against a stand-in target: without --target every role is a Server role";
+            (synthetic_target(scaler), note.to_string())
+        }
+        (None, None) => (serde_json::Value::Null, "no target".to_string()),
+    };
+    let target = serde_json::from_value(target_value.clone()).ok();
+    let report = read.check(target.as_ref());
+    let Some(scaler) = read.scaler.as_ref().filter(|_| report.is_valid()) else {
+        let header = format!(
+            "{scaler_label}: invalid ({target_note}); admission refuses it, so it is not replayed"
+        );
+        return Err(refused(&header, &report));
+    };
+    for warning in &report.warnings {
+        notes.push_str(&super::warning_line(&format!("{scaler_label}: {warning}")));
+    }
+
+    let timeline_name = args.timeline.display().to_string();
+    let text = super::read_text(&args.timeline, super::MAX_INPUT_BYTES)
+        .map_err(|e| unusable(format!("{timeline_name}: cannot read: {e}")))?;
+    let timeline = parse_timeline(&text).map_err(|e| unusable(format!("{timeline_name}: {e}")))?;
+    let reports = replay(scaler, target_value, &timeline).map_err(|e| {
+        let source = match &args.target {
+            _ if e.0.starts_with("timeline line") => timeline_name.clone(),
+            Some(path) => path.display().to_string(),
+            None => "the stand-in target".to_string(),
+        };
+        unusable(format!("{source}: {e}"))
+    })?;
     let mut out = String::new();
     if args.json {
         for r in &reports {
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::to_string(r).expect("report serializes")
-            );
+            let line = serde_json::to_string(r)
+                .map_err(|e| unusable(format!("cannot print a pass as JSON: {e}")))?;
+            let _ = writeln!(out, "{line}");
         }
     } else {
         write_text(&mut out, &reports);

@@ -4,11 +4,12 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use mds_api::ModelDeploymentScaler;
-use mds_api::defaults::default_spec;
 use mds_api::spec::{GROUP, VERSION};
 use mds_api::target::ModelDeployment;
-use mds_api::validation::{Report, validate_scaler};
+use mds_api::validation::{Finding, Report};
+
+use crate::manifest::scaler::{read_scaler, read_target, write_report};
+use crate::manifest::{Document, holdings, parse_documents};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -17,10 +18,19 @@ pub struct Args {
     #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
     /// A YAML file of target ModelDeployment manifests; enables the target-dependent rules for
-    /// scalers whose targetRef names them.
+    /// scalers whose targetRef names them. A scaler whose target is not among them is invalid
+    /// unless --allow-missing-target is given. The same file may also be given with -f.
     #[arg(long = "target", value_name = "FILE")]
     pub targets: Vec<PathBuf>,
-    /// Print each scaler with its stored defaults filled in, as the API server would store it.
+    /// With --target: a scaler whose target is not in the --target files is checked alone
+    /// (a warning) instead of being invalid.
+    #[arg(long)]
+    pub allow_missing_target: bool,
+    /// Warnings count as errors: a scaler with any warning is invalid (exit 1). For CI.
+    #[arg(long)]
+    pub strict: bool,
+    /// Print each valid scaler with its stored defaults filled in, as the API server would
+    /// store it, as YAML on standard output; the report goes to standard error.
     #[arg(long)]
     pub show_defaults: bool,
 }
@@ -33,374 +43,269 @@ pub enum Outcome {
     Unreadable = 2,
 }
 
-/// One YAML document of an input.
-struct Document {
-    source: String,
-    index: usize,
-    value: serde_yaml_ng::Value,
-}
-
-impl Document {
-    fn label(&self) -> String {
-        format!("{}: document {}", self.source, self.index + 1)
-    }
-
-    fn kind(&self) -> Option<&str> {
-        self.value.get("kind").and_then(|k| k.as_str())
-    }
-
-    fn api_group(&self) -> Option<&str> {
-        let api_version = self.value.get("apiVersion")?.as_str()?;
-        Some(api_version.split_once('/').map_or("", |(group, _)| group))
-    }
-}
-
-/// One named input and its bytes, or why it could not be read.
+/// One named input, its bytes (or why they could not be read), and what it was given as.
 pub struct Input {
     pub name: String,
     pub bytes: Result<Vec<u8>, String>,
+    /// Given with -f: its scalers are checked.
+    pub scalers: bool,
+    /// Given with --target: its ModelDeployments are targets, and a scaler must find its own.
+    pub targets: bool,
+}
+
+/// The flags that change how findings are judged and printed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    pub show_defaults: bool,
+    pub strict: bool,
+    pub allow_missing_target: bool,
 }
 
 pub fn run(args: &Args) -> ExitCode {
-    let inputs: Vec<Input> = args
+    let mut inputs: Vec<Input> = Vec::new();
+    let given = args
         .files
         .iter()
-        .chain(&args.targets)
-        .map(|path| Input {
-            name: path.display().to_string(),
+        .map(|p| (p, true))
+        .chain(args.targets.iter().map(|p| (p, false)));
+    for (path, as_scalers) in given {
+        let name = path.display().to_string();
+        // One file given as both is read once ('-' can only be read once) and plays both parts.
+        if let Some(seen) = inputs.iter_mut().find(|i| i.name == name) {
+            seen.scalers |= as_scalers;
+            seen.targets |= !as_scalers;
+            continue;
+        }
+        inputs.push(Input {
+            name,
             bytes: super::read_input(path, super::MAX_INPUT_BYTES),
-        })
-        .collect();
-    let target_sources: Vec<String> = args
-        .targets
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
+            scalers: as_scalers,
+            targets: !as_scalers,
+        });
+    }
+    let options = Options {
+        show_defaults: args.show_defaults,
+        strict: args.strict,
+        allow_missing_target: args.allow_missing_target,
+    };
     let mut stdout = String::new();
     let mut stderr = String::new();
-    let outcome = check_inputs(
-        &inputs,
-        &target_sources,
-        args.show_defaults,
-        &mut stdout,
-        &mut stderr,
-    );
+    let outcome = check_inputs(&inputs, options, &mut stdout, &mut stderr);
     super::emit(&stdout, &stderr);
     ExitCode::from(outcome as u8)
+}
+
+/// A document and what its input was given as.
+struct Placed<'a> {
+    doc: &'a Document,
+    input: &'a Input,
 }
 
 /// The whole command without I/O: output goes to two strings, the outcome is returned.
 pub fn check_inputs(
     inputs: &[Input],
-    target_sources: &[String],
-    show_defaults: bool,
+    options: Options,
     out: &mut String,
     err: &mut String,
 ) -> Outcome {
     let mut outcome = Outcome::Valid;
-    let mut documents = Vec::new();
+    let mut parsed: Vec<(&Input, Vec<Document>)> = Vec::new();
     for input in inputs {
-        let source = &input.name;
         let bytes = match &input.bytes {
             Ok(bytes) => bytes,
             Err(reason) => {
-                let _ = writeln!(err, "{source}: cannot read: {reason}");
+                err.push_str(&super::error_line(&format!(
+                    "{}: cannot read: {reason}",
+                    input.name
+                )));
                 outcome = outcome.max(Outcome::Unreadable);
                 continue;
             }
         };
-        match parse_documents(source, bytes) {
-            Ok(docs) => documents.extend(docs),
+        match parse_documents(&input.name, bytes) {
+            Ok(docs) => parsed.push((input, docs)),
             Err(message) => {
-                let _ = writeln!(err, "{message}");
+                err.push_str(&super::error_line(&message));
                 outcome = outcome.max(Outcome::Unreadable);
             }
         }
     }
+    let placed: Vec<Placed> = parsed
+        .iter()
+        .flat_map(|(input, docs)| docs.iter().map(move |doc| Placed { doc, input }))
+        .collect();
 
+    // The report goes where the YAML does not: stderr when --show-defaults prints YAML.
+    let mut report = String::new();
+    let mut yaml = String::new();
     let mut targets: Vec<ModelDeployment> = Vec::new();
-    for doc in &documents {
-        if doc.kind() == Some("ModelDeployment") && doc.api_group() == Some(GROUP) {
-            match serde_path_to_error::deserialize::<_, ModelDeployment>(doc.value.clone()) {
-                Ok(md) => targets.push(md),
-                Err(e) => {
-                    let _ = writeln!(
-                        out,
-                        "{}: ModelDeployment: invalid\n  {}: {}",
-                        doc.label(),
-                        yaml_path(&e.path().to_string()),
-                        e.inner()
-                    );
-                    outcome = outcome.max(Outcome::Invalid);
-                }
+    for p in placed.iter().filter(|p| p.doc.is("ModelDeployment")) {
+        match read_target(p.doc) {
+            Ok(md) => targets.push(md),
+            Err(findings) => {
+                let header = format!("{}: {}: invalid", p.doc.label(), p.doc.describe());
+                let findings = Report {
+                    errors: findings,
+                    warnings: vec![],
+                };
+                write_report(&mut report, &header, &findings);
+                outcome = outcome.max(Outcome::Invalid);
             }
-        } else if target_sources.contains(&doc.source) {
-            let _ = writeln!(
-                err,
-                "{}: skipped: --target files hold ModelDeployment documents (kind {:?})",
-                doc.label(),
-                doc.kind().unwrap_or("<none>")
-            );
         }
     }
+    let target_docs: Vec<&Document> = placed
+        .iter()
+        .filter(|p| p.input.targets)
+        .map(|p| p.doc)
+        .collect();
+    let targets_given = inputs.iter().any(|i| i.targets);
+    let context = TargetContext {
+        targets: &targets,
+        targets_given,
+        target_file_holdings: holdings(&target_docs),
+        any_target_in_inputs: placed.iter().any(|p| p.doc.is("ModelDeployment")),
+    };
 
     let mut scalers = 0;
-    for doc in documents
-        .iter()
-        .filter(|d| !target_sources.contains(&d.source))
-    {
+    for p in &placed {
+        let doc = p.doc;
         match (doc.kind(), doc.api_group()) {
-            (Some("ModelDeploymentScaler"), Some(GROUP)) => {
+            (Some("ModelDeploymentScaler"), Some(GROUP)) if p.input.scalers => {
                 scalers += 1;
-                outcome = outcome.max(check_scaler(doc, &targets, show_defaults, out));
+                outcome = outcome.max(check_scaler(doc, &context, options, &mut report, &mut yaml));
             }
-            (Some("ModelDeploymentScaler"), group) => {
+            (Some("ModelDeploymentScaler"), group) if p.input.scalers => {
                 let _ = writeln!(
-                    out,
-                    "{}: ModelDeploymentScaler: invalid\n  apiVersion: group {:?} is not {GROUP}; use apiVersion: {GROUP}/{VERSION}",
+                    report,
+                    "{}: ModelDeploymentScaler {}: invalid\n  apiVersion: group {:?} is not {GROUP}; use apiVersion: {GROUP}/{VERSION}",
                     doc.label(),
+                    doc.name().unwrap_or_default(),
                     group.unwrap_or("")
                 );
                 outcome = outcome.max(Outcome::Invalid);
             }
-            (Some("ModelDeployment"), _) => {}
-            (kind, _) => {
-                let _ = writeln!(
-                    err,
+            _ if doc.is("ModelDeployment") => {}
+            (kind, _) if p.input.scalers => {
+                err.push_str(&super::note_line(&format!(
                     "{}: skipped: kind {:?} is not a ModelDeploymentScaler",
                     doc.label(),
                     kind.unwrap_or("<none>")
-                );
+                )));
+            }
+            (kind, _) => {
+                err.push_str(&super::note_line(&format!(
+                    "{}: skipped: --target files hold ModelDeployment documents, not kind {:?}",
+                    doc.label(),
+                    kind.unwrap_or("<none>")
+                )));
             }
         }
     }
+    if options.show_defaults {
+        err.push_str(&report);
+        out.push_str(&yaml);
+    } else {
+        out.push_str(&report);
+    }
     if scalers == 0 && outcome == Outcome::Valid {
         // Nothing was validated: in a pipeline that is a mistake, not a pass.
-        let _ = writeln!(err, "no ModelDeploymentScaler documents found");
+        err.push_str(&super::error_line(
+            "no ModelDeploymentScaler documents found",
+        ));
         outcome = Outcome::Unreadable;
     }
     outcome
 }
 
-/// Splits a YAML stream into non-empty documents; a syntax error names the line.
-fn parse_documents(source: &str, bytes: &[u8]) -> Result<Vec<Document>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        format!(
-            "{source}: not UTF-8 text (invalid byte at offset {})",
-            e.valid_up_to()
-        )
-    })?;
-    let mut documents = Vec::new();
-    for (index, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let value: serde_yaml_ng::Value = serde::Deserialize::deserialize(de).map_err(|e| {
-            let place = e
-                .location()
-                .map(|l| format!("line {} column {}", l.line(), l.column()))
-                .unwrap_or_else(|| format!("document {}", index + 1));
-            format!("{source}: {place}: not readable YAML: {e}")
-        })?;
-        if value.is_null() {
-            continue;
-        }
-        if !value.is_mapping() {
-            return Err(format!(
-                "{source}: document {}: not readable as a manifest: expected a mapping with apiVersion and kind",
-                index + 1
-            ));
-        }
-        documents.push(Document {
-            source: source.to_string(),
-            index,
-            value,
-        });
-    }
-    Ok(documents)
+/// What is known about targets when a scaler looks for its own.
+struct TargetContext<'a> {
+    targets: &'a [ModelDeployment],
+    targets_given: bool,
+    target_file_holdings: String,
+    any_target_in_inputs: bool,
 }
 
-/// Turns a serde path (`spec.roles[0].maxReplicas`, `.` for the root) into the printed form.
-fn yaml_path(path: &str) -> String {
-    if path == "." || path.is_empty() {
-        "(document)".to_string()
-    } else {
-        path.to_string()
-    }
-}
-
-/// `spec.roles.0.name` (serde's path form) as `spec.roles[0].name`.
-fn bracket_indices(path: &str) -> String {
-    let mut out = String::new();
-    for segment in path.split('.') {
-        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
-            out.push_str(&format!("[{segment}]"));
-        } else {
-            if !out.is_empty() {
-                out.push('.');
-            }
-            out.push_str(segment);
-        }
-    }
-    out
-}
-
-/// Deserializes a scaler and lists every type error, not just the first: each failing value
-/// is removed and deserialization retried, so the rest of the document is still checked.
-/// Returns the scaler when it deserializes, the type errors (path, message) and the unknown
-/// fields.
-fn deserialize_collecting(
-    value: &serde_yaml_ng::Value,
-) -> (
-    Option<ModelDeploymentScaler>,
-    Vec<(String, String)>,
-    Vec<String>,
-) {
-    let mut value = value.clone();
-    let mut errors: Vec<(String, String)> = Vec::new();
-    for _ in 0..64 {
-        let mut unknown = Vec::new();
-        let mut note_unknown = |path: serde_ignored::Path| unknown.push(path.to_string());
-        let parsed: Result<ModelDeploymentScaler, _> = serde_path_to_error::deserialize(
-            serde_ignored::Deserializer::new(value.clone(), &mut note_unknown),
-        );
-        match parsed {
-            Ok(scaler) => return (Some(scaler), errors, unknown),
-            Err(e) => {
-                let message = e.inner().to_string();
-                let segments: Vec<String> = e.path().iter().filter_map(segment).collect();
-                // A missing required field is reported at the field itself.
-                let missing = message
-                    .strip_prefix("missing field `")
-                    .and_then(|m| m.split('`').next())
-                    .map(str::to_string);
-                let mut path: Vec<String> = segments.clone();
-                if let Some(field) = &missing {
-                    path.push(field.clone());
-                }
-                let printed = if path.is_empty() {
-                    "(document)".to_string()
-                } else {
-                    bracket_indices(&path.join("."))
-                };
-                let message = if missing.is_some() {
-                    "is required".to_string()
-                } else {
-                    message
-                };
-                if errors.iter().any(|(p, _)| *p == printed)
-                    || missing.is_some()
-                    || !remove(&mut value, &segments)
-                {
-                    errors.push((printed, message));
-                    return (None, errors, unknown);
-                }
-                errors.push((printed, message));
-            }
-        }
-    }
-    (None, errors, vec![])
-}
-
-/// A path segment as a key or index, when it names a place in the document.
-fn segment(s: &serde_path_to_error::Segment) -> Option<String> {
-    match s {
-        serde_path_to_error::Segment::Seq { index } => Some(index.to_string()),
-        serde_path_to_error::Segment::Map { key } => Some(key.clone()),
-        _ => None,
-    }
-}
-
-/// Removes the value at `path` from a YAML document; false when there is nothing to remove.
-fn remove(value: &mut serde_yaml_ng::Value, path: &[String]) -> bool {
-    let Some((last, parents)) = path.split_last() else {
-        return false;
-    };
-    let mut node = value;
-    for key in parents {
-        let next = match node {
-            serde_yaml_ng::Value::Mapping(m) => m.get_mut(key.as_str()),
-            serde_yaml_ng::Value::Sequence(s) => {
-                key.parse::<usize>().ok().and_then(|i| s.get_mut(i))
-            }
-            _ => None,
-        };
-        match next {
-            Some(n) => node = n,
-            None => return false,
-        }
-    }
-    match node {
-        serde_yaml_ng::Value::Mapping(m) => m.remove(last.as_str()).is_some(),
-        serde_yaml_ng::Value::Sequence(s) => match last.parse::<usize>() {
-            Ok(i) if i < s.len() => {
-                s.remove(i);
-                true
-            }
-            _ => false,
-        },
-        _ => false,
+impl TargetContext<'_> {
+    /// The target the scaler names: same name, and the same namespace when both say one.
+    fn find(&self, name: Option<&str>, namespace: Option<&str>) -> Option<&ModelDeployment> {
+        let name = name?;
+        self.targets.iter().find(|md| {
+            md.metadata.name.as_deref() == Some(name)
+                && (namespace.is_none()
+                    || md.metadata.namespace.is_none()
+                    || md.metadata.namespace.as_deref() == namespace)
+        })
     }
 }
 
 fn check_scaler(
     doc: &Document,
-    targets: &[ModelDeployment],
-    show_defaults: bool,
-    out: &mut String,
+    context: &TargetContext,
+    options: Options,
+    report_out: &mut String,
+    yaml_out: &mut String,
 ) -> Outcome {
-    let (parsed, type_errors, unknown_fields) = deserialize_collecting(&doc.value);
-    let Some(mut scaler) = parsed.filter(|_| type_errors.is_empty()) else {
-        let _ = writeln!(out, "{}: ModelDeploymentScaler: invalid", doc.label());
-        for (path, message) in &type_errors {
-            let _ = writeln!(out, "  {path}: {message}");
-        }
-        return Outcome::Invalid;
+    let read = read_scaler(doc);
+    let target = context.find(read.target_name.as_deref(), read.namespace.as_deref());
+    let mut report: Report = read.check(target);
+    let wanted = match (&read.target_name, &read.namespace) {
+        (Some(name), Some(ns)) => format!("ModelDeployment {name:?} in namespace {ns:?}"),
+        (Some(name), None) => format!("ModelDeployment {name:?}"),
+        (None, _) => "the ModelDeployment spec.targetRef.name names".to_string(),
     };
-    let name = scaler.metadata.name.clone().unwrap_or_default();
-    let namespace = scaler.metadata.namespace.clone();
-    default_spec(&mut scaler.spec);
-    let target = targets.iter().find(|md| {
-        md.metadata.name.as_deref() == Some(scaler.spec.target_ref.name.as_str())
-            && (namespace.is_none()
-                || md.metadata.namespace.is_none()
-                || md.metadata.namespace == namespace)
-    });
-    let mut report: Report = validate_scaler(&scaler, None, target);
-    // The generated type reads apiVersion and kind itself; status is the controller's.
-    let ignored =
-        |f: &&String| f.as_str() == "apiVersion" || f.as_str() == "kind" || f.starts_with("status");
-    for field in unknown_fields.iter().filter(|f| !ignored(f)) {
-        report.warn(
-            bracket_indices(field),
-            "is not a field of ModelDeploymentScaler and is dropped by the API server; check its spelling and indentation",
-        );
-    }
-    let target_note = match target {
-        Some(_) => format!(
-            "checked against ModelDeployment {:?}",
-            scaler.spec.target_ref.name
-        ),
+    let mut note = match target {
+        Some(_) => format!("checked against {wanted}"),
+        None if context.targets_given => "target not found: target-dependent rules skipped".into(),
+        None if context.any_target_in_inputs => {
+            format!("no {wanted} among the inputs: target-dependent rules skipped")
+        }
         None => "no target given: target-dependent rules skipped".into(),
     };
-    let verdict = if report.is_valid() {
-        "valid"
+    if target.is_none() && context.targets_given {
+        let finding = Finding {
+            path: "spec.targetRef.name".into(),
+            message: format!(
+                "no {wanted} among the --target files, which hold {}; give its manifest with --target, or --allow-missing-target to check the scaler alone",
+                context.target_file_holdings
+            ),
+        };
+        if options.allow_missing_target {
+            report.warnings.insert(0, finding);
+        } else {
+            report.errors.insert(0, finding);
+        }
+    }
+    let failed_strictly = options.strict && !report.warnings.is_empty();
+    if failed_strictly {
+        note.push_str("; --strict: warnings count as errors");
+    }
+    let valid = report.is_valid() && !failed_strictly;
+    let name = if read.name.is_empty() {
+        "(no name)"
     } else {
-        "invalid"
+        read.name.as_str()
     };
-    let _ = writeln!(
-        out,
-        "{}: ModelDeploymentScaler {name}: {verdict} ({target_note})",
-        doc.label()
+    let header = format!(
+        "{}: ModelDeploymentScaler {name}: {} ({note})",
+        doc.label(),
+        if valid { "valid" } else { "invalid" }
     );
-    for error in &report.errors {
-        let _ = writeln!(out, "  {error}");
+    write_report(report_out, &header, &report);
+    if options.show_defaults
+        && valid
+        && let Some(scaler) = &read.scaler
+    {
+        match serde_yaml_ng::to_string(scaler) {
+            Ok(yaml) => {
+                let _ = write!(yaml_out, "---\n{yaml}");
+            }
+            Err(e) => {
+                let _ = writeln!(report_out, "  cannot print the stored object: {e}");
+                return Outcome::Invalid;
+            }
+        }
     }
-    for warning in &report.warnings {
-        let _ = writeln!(out, "  warning: {warning}");
-    }
-    if show_defaults && report.is_valid() {
-        let yaml = serde_yaml_ng::to_string(&scaler).expect("a scaler always serializes");
-        let _ = writeln!(out, "---\n{yaml}");
-    }
-    if report.is_valid() {
+    if valid {
         Outcome::Valid
     } else {
         Outcome::Invalid
@@ -408,205 +313,5 @@ fn check_scaler(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn run_on(texts: &[(&str, &str)], targets: &[&str]) -> (Outcome, String, String) {
-        let inputs: Vec<Input> = texts
-            .iter()
-            .map(|(name, text)| Input {
-                name: name.to_string(),
-                bytes: Ok(text.as_bytes().to_vec()),
-            })
-            .collect();
-        let targets: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
-        let (mut out, mut err) = (String::new(), String::new());
-        let outcome = check_inputs(&inputs, &targets, false, &mut out, &mut err);
-        (outcome, out, err)
-    }
-
-    const SCALER: &str = "apiVersion: worker.gpustack.ai/v1
-kind: ModelDeploymentScaler
-metadata:
-  name: s
-spec:
-  targetRef:
-    name: md
-  roles:
-    - name: server
-      maxReplicas: 4
-  algorithm:
-    proportional:
-      metric: QueueDepth
-      roleTargets:
-        - name: server
-          target: \"8\"
-";
-
-    #[test]
-    fn type_errors_name_the_path() {
-        let text = SCALER.replace("maxReplicas: 4", "maxReplicas: many");
-        let (outcome, out, _) = run_on(&[("a.yaml", &text)], &[]);
-        assert_eq!(outcome, Outcome::Invalid);
-        assert!(
-            out.contains("spec.roles[0].maxReplicas: invalid type"),
-            "{out}"
-        );
-        let text = SCALER.replace("metric: QueueDepth", "metric: Queue");
-        let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
-        assert!(
-            out.contains("spec.algorithm.proportional.metric: unknown variant `Queue`"),
-            "{out}"
-        );
-        let text = format!(
-            "{SCALER}  behavior:\n    scaleDown:\n      stepPolicy: {{type: Replicas, value: 1}}\n"
-        );
-        let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
-        assert!(out.contains("spec.behavior.scaleDown.stepPolicy.type: unknown variant `Replicas`, expected `Pods` or `Percent`"), "{out}");
-        let text = format!("{SCALER}  behavior:\n    scaleUp:\n      stepPolicy: {{type: Pods}}\n");
-        let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
-        assert!(
-            out.contains("spec.behavior.scaleUp.stepPolicy.value: is required"),
-            "{out}"
-        );
-        let text = SCALER.replace("target: \"8\"", "target: 0.5");
-        let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
-        assert!(out.contains("quote it as a string"), "{out}");
-    }
-
-    #[test]
-    fn every_type_error_is_listed_and_the_rules_still_run_after_none() {
-        let text = SCALER
-            .replace("maxReplicas: 4", "maxReplicas: many")
-            .replace("metric: QueueDepth", "metric: Queue")
-            .replace("  targetRef:", "  mode: active\n  targetRef:");
-        let (outcome, out, _) = run_on(&[("a.yaml", &text)], &[]);
-        assert_eq!(outcome, Outcome::Invalid);
-        for path in [
-            "spec.mode:",
-            "spec.roles[0].maxReplicas:",
-            "spec.algorithm.proportional.metric:",
-        ] {
-            assert!(out.contains(path), "missing {path} in {out}");
-        }
-        let text = SCALER.replace("metadata:\n  name: s\n", "");
-        let (_, out, _) = run_on(&[("a.yaml", &text)], &[]);
-        assert!(out.contains("  metadata: is required"), "{out}");
-    }
-
-    #[test]
-    fn unknown_fields_are_warned_about() {
-        let text = SCALER.replace("maxReplicas: 4", "maxReplicas: 4\n      maxReplica: 5");
-        let (outcome, out, _) = run_on(&[("a.yaml", &text)], &[]);
-        assert_eq!(outcome, Outcome::Valid, "{out}");
-        assert!(out.contains("warning: spec.roles[0].maxReplica"), "{out}");
-    }
-
-    #[test]
-    fn targets_from_the_inputs_enable_target_rules() {
-        let target = "apiVersion: worker.gpustack.ai/v1
-kind: ModelDeployment
-metadata:
-  name: md
-spec:
-  engine: {name: vLLM}
-  roles:
-    - name: server
-    - name: extra
-";
-        let (outcome, out, _) = run_on(&[("t.yaml", target), ("a.yaml", SCALER)], &["t.yaml"]);
-        assert_eq!(outcome, Outcome::Invalid);
-        assert!(
-            out.contains("checked against ModelDeployment \"md\""),
-            "{out}"
-        );
-        assert!(out.contains("spec.roles: target role \"extra\""), "{out}");
-        // The same pair in one multi-document file.
-        let both = format!("{target}---\n{SCALER}");
-        let (outcome, _, _) = run_on(&[("both.yaml", &both)], &[]);
-        assert_eq!(outcome, Outcome::Invalid);
-    }
-
-    #[test]
-    fn other_kinds_are_skipped_and_empty_input_is_reported() {
-        let (outcome, out, err) = run_on(&[("cm.yaml", "apiVersion: v1\nkind: ConfigMap\n")], &[]);
-        assert_eq!(
-            outcome,
-            Outcome::Unreadable,
-            "nothing validated is not a pass"
-        );
-        assert!(out.is_empty());
-        assert!(err.contains("skipped: kind \"ConfigMap\""), "{err}");
-        assert!(
-            err.contains("no ModelDeploymentScaler documents found"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn yaml_syntax_errors_are_unreadable_with_a_line() {
-        let (outcome, _, err) = run_on(&[("bad.yaml", "spec:\n  roles: [\n")], &[]);
-        assert_eq!(outcome, Outcome::Unreadable);
-        assert!(err.contains("bad.yaml: line "), "{err}");
-        let (outcome, _, err) = run_on(&[("list.yaml", "- a\n- b\n")], &[]);
-        assert_eq!(outcome, Outcome::Unreadable);
-        assert!(err.contains("expected a mapping"), "{err}");
-    }
-
-    #[test]
-    fn the_worst_outcome_wins() {
-        let invalid = SCALER.replace("maxReplicas: 4", "maxReplicas: 2000");
-        let (outcome, out, _) = run_on(&[("ok.yaml", SCALER), ("bad.yaml", &invalid)], &[]);
-        assert_eq!(outcome, Outcome::Invalid);
-        assert!(
-            out.contains("ok.yaml: document 1: ModelDeploymentScaler s: valid"),
-            "{out}"
-        );
-        assert!(
-            out.contains("  spec.roles[0].maxReplicas: 2000 is out of range; allowed is 1 to 1024"),
-            "{out}"
-        );
-        let (outcome, _, _) = run_on(&[("bad.yaml", &invalid), ("u.yaml", "a: [")], &[]);
-        assert_eq!(outcome, Outcome::Unreadable);
-    }
-
-    /// Fragments that make random documents likely to reach the deeper parsing paths.
-    fn fragment() -> impl Strategy<Value = String> {
-        prop_oneof![
-            Just("apiVersion: worker.gpustack.ai/v1\n".to_string()),
-            Just("kind: ModelDeploymentScaler\n".to_string()),
-            Just("kind: ModelDeployment\n".to_string()),
-            Just("metadata: {name: s}\n".to_string()),
-            Just("spec:\n  targetRef: {name: md}\n".to_string()),
-            Just("  roles: [{name: server, maxReplicas: 4, minReplicas: 9}]\n".to_string()),
-            Just(
-                "  ratios: [{numeratorRole: a, denominatorRole: a, min: \"1e400\"}]\n".to_string()
-            ),
-            Just("  algorithm: {predictive: {qLevel: \"-0\"}}\n".to_string()),
-            Just("---\n".to_string()),
-            Just("&a [*a]\n".to_string()),
-            "[ -~\\n]{0,12}",
-        ]
-    }
-
-    proptest! {
-        #[test]
-        fn never_panics_on_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-            let inputs = [Input { name: "fuzz".into(), bytes: Ok(bytes) }];
-            let (mut out, mut err) = (String::new(), String::new());
-            let _ = check_inputs(&inputs, &[], true, &mut out, &mut err);
-        }
-
-        #[test]
-        fn never_panics_on_manifest_like_text(parts in proptest::collection::vec(fragment(), 0..14)) {
-            let text = parts.concat();
-            let inputs = [Input { name: "fuzz".into(), bytes: Ok(text.into_bytes()) }];
-            let (mut out, mut err) = (String::new(), String::new());
-            let outcome = check_inputs(&inputs, &[], true, &mut out, &mut err);
-            if outcome == Outcome::Unreadable {
-                prop_assert!(!err.is_empty());
-            }
-        }
-    }
-}
+#[path = "validate_tests.rs"]
+mod tests;

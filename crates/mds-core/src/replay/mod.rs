@@ -8,131 +8,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::{SignedDuration, Timestamp};
 use mds_api::ModelDeploymentScaler;
 use mds_api::defaults::default_spec;
-use mds_api::status::{ReplicaVector, SignalState};
+use mds_api::status::ReplicaVector;
 use mds_api::target::{ModelDeployment, WorkloadAdmission};
 use mds_signals::RoleObservation;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::{Input, Memory, Outcome, Scaler, Target, reconcile};
 
-/// One line of a timeline.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TimelineEntry {
-    /// The line of the timeline file (set by [`parse_timeline`]).
-    #[serde(skip)]
-    pub line: usize,
-    /// Seconds from the start.
-    pub t: f64,
-    #[serde(default)]
-    pub roles: BTreeMap<String, ObservedRole>,
-    #[serde(default)]
-    pub target: Option<TargetChange>,
-}
+mod timeline;
 
-/// A role's observation with the status's field names; an absent field is a missing signal.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ObservedRole {
-    pub ready_replicas: Option<u32>,
-    pub sampled_replicas: Option<u32>,
-    pub signal_state: Option<SignalState>,
-    pub prompt_tokens_per_second: Option<f64>,
-    pub generation_tokens_per_second: Option<f64>,
-    pub running_requests: Option<f64>,
-    pub waiting_requests: Option<f64>,
-    pub kv_cache_usage: Option<f64>,
-    pub ttft_milliseconds: Option<f64>,
-    pub itl_milliseconds: Option<f64>,
-}
-
-impl ObservedRole {
-    /// A one-line summary: only the signals present.
-    fn summary(&self) -> String {
-        let mut parts = vec![format!("ready {}", self.ready_replicas.unwrap_or(0))];
-        let fields = [
-            ("prompt", self.prompt_tokens_per_second, " tok/s"),
-            ("generation", self.generation_tokens_per_second, " tok/s"),
-            ("running", self.running_requests, ""),
-            ("waiting", self.waiting_requests, ""),
-            ("kv", self.kv_cache_usage, ""),
-            ("ttft", self.ttft_milliseconds, " ms"),
-            ("itl", self.itl_milliseconds, " ms"),
-        ];
-        for (name, value, unit) in fields {
-            if let Some(v) = value {
-                parts.push(format!("{name} {v}{unit}"));
-            }
-        }
-        if let Some(state) = self.signal_state {
-            parts.push(format!("{state:?}"));
-        }
-        parts.join(", ")
-    }
-
-    fn observation(&self) -> RoleObservation {
-        let ready = self.ready_replicas.unwrap_or(0);
-        let sampled = self.sampled_replicas.unwrap_or(ready);
-        let any_reading = [
-            self.prompt_tokens_per_second,
-            self.generation_tokens_per_second,
-            self.running_requests,
-            self.waiting_requests,
-            self.kv_cache_usage,
-            self.ttft_milliseconds,
-            self.itl_milliseconds,
-        ]
-        .iter()
-        .any(Option::is_some);
-        RoleObservation {
-            ready_replicas: ready,
-            sampled_replicas: sampled,
-            coverage_complete: ready > 0 && sampled >= ready,
-            signal_state: self.signal_state.unwrap_or(if any_reading {
-                SignalState::Fresh
-            } else {
-                SignalState::Missing
-            }),
-            prompt_tokens_per_second: self.prompt_tokens_per_second,
-            generation_tokens_per_second: self.generation_tokens_per_second,
-            running_requests: self.running_requests,
-            waiting_requests: self.waiting_requests,
-            kv_cache_usage: self.kv_cache_usage,
-            ttft_milliseconds: self.ttft_milliseconds,
-            itl_milliseconds: self.itl_milliseconds,
-            prompt_paths: vec![],
-        }
-    }
-}
-
-/// What changed on the target at this time.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TargetChange {
-    /// An external edit of replica counts.
-    pub replicas: Option<BTreeMap<String, i32>>,
-    /// Ordinals not admitted yet, per role (replaces the previous list of that role).
-    pub unadmitted: Option<BTreeMap<String, Vec<i32>>>,
-    /// A retirement in progress (`{role, ordinal, state}`), or `null` when it is gone.
-    #[serde(default, deserialize_with = "present")]
-    pub retirement: Option<Option<RetirementChange>>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RetirementChange {
-    pub role: String,
-    pub ordinal: i32,
-    pub state: String,
-}
-
-/// Tells a present `null` (Some(None)) from an absent field (None).
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    d: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(d).map(Some)
-}
+pub use timeline::{
+    MAX_REPLICAS, MAX_T_SECONDS, ObservedRole, RETIREMENT_STATES, RetirementChange, TargetChange,
+    TimelineEntry, check_roles, parse_timeline,
+};
 
 /// One pass as `mds replay --json` prints it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -189,37 +78,6 @@ impl std::fmt::Display for ReplayError {
     }
 }
 
-/// Parses a JSON Lines timeline; an error names the line.
-pub fn parse_timeline(text: &str) -> Result<Vec<TimelineEntry>, ReplayError> {
-    let mut entries: Vec<TimelineEntry> = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut entry: TimelineEntry = serde_json::from_str(line)
-            .map_err(|e| ReplayError(format!("timeline line {}: {e}", i + 1)))?;
-        entry.line = i + 1;
-        if !entry.t.is_finite() || entry.t < 0.0 {
-            return Err(ReplayError(format!(
-                "timeline line {}: t must be a nonnegative number of seconds",
-                i + 1
-            )));
-        }
-        if let Some(prev) = entries.last()
-            && entry.t <= prev.t
-        {
-            return Err(ReplayError(format!(
-                "timeline line {}: t {} does not come after {}",
-                i + 1,
-                entry.t,
-                prev.t
-            )));
-        }
-        entries.push(entry);
-    }
-    Ok(entries)
-}
-
 /// A target made from the scaler's roles when none is given: Server roles at their minimum.
 pub fn synthetic_target(scaler: &ModelDeploymentScaler) -> Value {
     let roles: Vec<Value> = scaler
@@ -234,6 +92,54 @@ pub fn synthetic_target(scaler: &ModelDeploymentScaler) -> Value {
         "metadata": {"name": scaler.spec.target_ref.name, "uid": "replay-target", "generation": 1, "resourceVersion": "1"},
         "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"}, "roles": roles}
     })
+}
+
+/// Pass `t` happens `t` seconds after 2026-01-01T00:00:00Z.
+const START_UNIX_SECONDS: i64 = 1_767_225_600;
+
+/// The target document as replay needs it: a ModelDeployment object whose metadata has a
+/// UID, generation and resource version (filled in when absent).
+fn checked_target(target: Value) -> Result<Value, ReplayError> {
+    if let Some(kind) = target.get("kind").and_then(Value::as_str)
+        && kind != "ModelDeployment"
+    {
+        return Err(ReplayError(format!(
+            "the target is a {kind}, not a ModelDeployment"
+        )));
+    }
+    let mut doc = target;
+    let Some(object) = doc.as_object_mut() else {
+        return Err(ReplayError(
+            "the target is not a ModelDeployment object".into(),
+        ));
+    };
+    let metadata = object.entry("metadata").or_insert_with(|| json!({}));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return Err(ReplayError("the target's metadata is not an object".into()));
+    };
+    metadata
+        .entry("uid")
+        .or_insert_with(|| json!("replay-target"));
+    metadata.entry("generation").or_insert_with(|| json!(1));
+    metadata
+        .entry("resourceVersion")
+        .or_insert_with(|| json!("1"));
+    Ok(doc)
+}
+
+/// The target's role names; each role's count must lie in what a replay can hold.
+fn target_roles(doc: &Value) -> Result<BTreeSet<String>, ReplayError> {
+    let md: ModelDeployment = serde_json::from_value(doc.clone())
+        .map_err(|e| ReplayError(format!("the target is not a ModelDeployment: {e}")))?;
+    for (i, role) in md.spec.roles.iter().enumerate() {
+        if !(0..=MAX_REPLICAS).contains(&i64::from(role.replicas())) {
+            return Err(ReplayError(format!(
+                "the target's spec.roles[{i}].replicas: {} is out of range for a replay; allowed is 0 to {MAX_REPLICAS}",
+                role.replicas()
+            )));
+        }
+    }
+    Ok(md.spec.roles.into_iter().map(|r| r.name).collect())
 }
 
 /// Replays `timeline` for `scaler` against `target` (a ModelDeployment document).
@@ -255,27 +161,10 @@ pub fn replay(
         .clone()
         .unwrap_or_else(|| "replay-scaler".into());
     let mut status = scaler.status.clone().unwrap_or_default();
-    if let Some(kind) = target.get("kind").and_then(Value::as_str)
-        && kind != "ModelDeployment"
-    {
-        return Err(ReplayError(format!(
-            "the target is a {kind}, not a ModelDeployment"
-        )));
-    }
-    let mut doc = target;
-    for (pointer, default) in [
-        ("/metadata/uid", json!("replay-target")),
-        ("/metadata/generation", json!(1)),
-        ("/metadata/resourceVersion", json!("1")),
-    ] {
-        if doc.pointer(pointer).is_none() {
-            let (parent, key) = pointer.rsplit_once('/').expect("pointer");
-            if let Some(obj) = doc.pointer_mut(parent).and_then(Value::as_object_mut) {
-                obj.insert(key.to_string(), default);
-            }
-        }
-    }
-    let start: Timestamp = "2026-01-01T00:00:00Z".parse().expect("start");
+    let mut doc = checked_target(target)?;
+    let roles: BTreeSet<String> = target_roles(&doc)?;
+    check_roles(timeline, &roles)?;
+    let start = Timestamp::from_second(START_UNIX_SECONDS).unwrap_or(Timestamp::UNIX_EPOCH);
     let mut memory = Memory::default();
     let mut unadmitted: BTreeMap<String, Vec<i32>> = BTreeMap::new();
     let mut reports = Vec::new();
@@ -312,7 +201,16 @@ pub fn replay(
             .iter()
             .map(|(role, o)| (role.clone(), o.observation()))
             .collect();
-        let now = start + SignedDuration::from_secs_f64(entry.t);
+        let now = SignedDuration::try_from_secs_f64(entry.t)
+            .ok()
+            .and_then(|offset| start.checked_add(offset).ok())
+            .filter(|_| (0.0..=MAX_T_SECONDS).contains(&entry.t))
+            .ok_or_else(|| {
+                ReplayError(format!(
+                    "timeline line {}: t: {} is out of range; allowed is 0 to {MAX_T_SECONDS} seconds",
+                    entry.line, entry.t
+                ))
+            })?;
         let input = Input {
             scaler: Scaler {
                 name: &name,
@@ -385,11 +283,12 @@ fn apply_change(
         }
     }
     if let Some(retirement) = &change.retirement {
-        let status = doc
-            .as_object_mut()
-            .expect("object")
-            .entry("status")
-            .or_insert(json!({}));
+        let Some(object) = doc.as_object_mut() else {
+            return Err(ReplayError(
+                "the target is not a ModelDeployment object".into(),
+            ));
+        };
+        let status = object.entry("status").or_insert(json!({}));
         match retirement {
             Some(r) => {
                 status["retirement"] =
@@ -420,9 +319,9 @@ fn bump(doc: &mut Value, spec_changed: bool) {
 
 /// Applies a write; `false` when its patch is refused.
 fn apply_write(doc: &mut Value, write: &crate::Write) -> Result<bool, ReplayError> {
-    let ops: json_patch::Patch =
-        serde_json::from_value(serde_json::to_value(&write.ops).expect("ops serialize"))
-            .map_err(|e| ReplayError(format!("the core produced an invalid patch: {e}")))?;
+    let ops: json_patch::Patch = serde_json::to_value(&write.ops)
+        .and_then(serde_json::from_value)
+        .map_err(|e| ReplayError(format!("the core produced an invalid patch: {e}")))?;
     let mut candidate = doc.clone();
     if json_patch::patch(&mut candidate, &ops).is_err() {
         return Ok(false);

@@ -1,0 +1,121 @@
+//! A ModelDeploymentScaler document checked as admission checks it: type problems first (in
+//! the user's words), then the stored defaults and every admission rule on what could be
+//! read, then fields the API server would drop. `mds validate` and `mds replay` both use it.
+
+use std::fmt::Write as _;
+
+use mds_api::ModelDeploymentScaler;
+use mds_api::defaults::default_spec;
+use mds_api::suggest::closest;
+use mds_api::target::ModelDeployment;
+use mds_api::validation::{Finding, Report, validate_scaler};
+use serde_yaml_ng::Value;
+
+use super::collect::{Scope, collect};
+use super::{Document, Seg, render, schema};
+
+/// A scaler document, typed as far as it goes.
+pub struct ScalerRead {
+    /// `metadata.name` as written (empty when absent).
+    pub name: String,
+    pub namespace: Option<String>,
+    /// `spec.targetRef.name` as written.
+    pub target_name: Option<String>,
+    /// The scaler with its stored defaults, when the document could be typed.
+    pub scaler: Option<ModelDeploymentScaler>,
+    type_errors: Vec<Finding>,
+    scopes: Vec<Scope>,
+    unknown: Vec<Finding>,
+}
+
+pub fn read_scaler(doc: &Document) -> ScalerRead {
+    let mut value = doc.value.clone();
+    if let Value::Mapping(m) = &mut value {
+        // The API server ignores status sent with the object; so does the check.
+        m.remove("status");
+    }
+    let root = schema::scaler_root();
+    let collected = collect::<ModelDeploymentScaler>(&value, Some(root));
+    let mut unknown = Vec::new();
+    for path in &collected.unknown {
+        if matches!(path.as_slice(), [Seg::Key(k)] if k == "apiVersion" || k == "kind") {
+            continue;
+        }
+        let known = path
+            .split_last()
+            .and_then(|(_, parent)| schema::node(root, parent))
+            .map(schema::field_names)
+            .unwrap_or_default();
+        let hint = match path.last() {
+            Some(Seg::Key(key)) => closest(key, known).map(|near| format!("did you mean {near}?")),
+            _ => None,
+        };
+        unknown.push(Finding {
+            path: render(path),
+            message: format!(
+                "is not a field of ModelDeploymentScaler and is dropped by the API server; {}",
+                hint.unwrap_or_else(|| "check its spelling and indentation".into())
+            ),
+        });
+    }
+    let scaler = collected.value.map(|mut s| {
+        default_spec(&mut s.spec);
+        s
+    });
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    ScalerRead {
+        name: doc.name().unwrap_or_default().to_string(),
+        namespace: doc.namespace().map(str::to_string),
+        target_name: text(
+            doc.value
+                .get("spec")
+                .and_then(|s| s.get("targetRef"))
+                .and_then(|t| t.get("name")),
+        ),
+        scaler,
+        type_errors: collected.errors,
+        scopes: collected.scopes,
+        unknown,
+    }
+}
+
+impl ScalerRead {
+    /// Every finding: type problems, the admission rules (with `target` when there is one)
+    /// except where a value had to be stood in for, and unknown fields.
+    pub fn check(&self, target: Option<&ModelDeployment>) -> Report {
+        let mut report = Report {
+            errors: self.type_errors.clone(),
+            warnings: vec![],
+        };
+        if let Some(scaler) = &self.scaler {
+            let rules = validate_scaler(scaler, None, target);
+            let kept = |f: &Finding| !self.scopes.iter().any(|s| s.covers(f));
+            report.errors.extend(rules.errors.into_iter().filter(kept));
+            report
+                .warnings
+                .extend(rules.warnings.into_iter().filter(kept));
+        }
+        report.warnings.extend(self.unknown.iter().cloned());
+        report
+    }
+}
+
+/// A ModelDeployment document typed as the scaler reads it; every problem by path.
+pub fn read_target(doc: &Document) -> Result<ModelDeployment, Vec<Finding>> {
+    let collected = collect::<ModelDeployment>(&doc.value, None);
+    match collected.value {
+        Some(md) if collected.errors.is_empty() => Ok(md),
+        _ => Err(collected.errors),
+    }
+}
+
+/// Writes a report: a header line, then each error and warning indented under it.
+pub fn write_report(out: &mut String, header: &str, report: &Report) {
+    let _ = writeln!(out, "{header}");
+    for error in &report.errors {
+        let _ = writeln!(out, "  {error}");
+    }
+    for warning in &report.warnings {
+        let _ = writeln!(out, "  warning: {warning}");
+    }
+}

@@ -1,0 +1,351 @@
+//! `mds replay` as a user runs it.
+
+mod common;
+
+use common::{Scratch, mds, text};
+use proptest::prelude::*;
+
+const SCALER: &str = "examples/replay/scaler.yaml";
+const TARGET: &str = "examples/replay/target.yaml";
+
+/// Replays `timeline` (text) for the example scaler and target; returns the exit code and
+/// standard error.
+fn replay_timeline(timeline: &str) -> (Option<i32>, String) {
+    let scratch = Scratch::new("replay-timeline");
+    let path = scratch.file("t.jsonl", timeline);
+    let out = mds(
+        &[
+            "replay",
+            "--scaler",
+            SCALER,
+            "--target",
+            TARGET,
+            "--timeline",
+            &path,
+        ],
+        None,
+    );
+    (out.status.code(), text(&out.stderr))
+}
+
+/// A valid first line, so problems sit on line 2.
+const FIRST: &str = "{\"t\": 0, \"roles\": {\"prefill\": {\"readyReplicas\": 2}}}\n";
+
+#[test]
+fn replay_prints_each_pass_and_json_lines() {
+    let args = [
+        "replay",
+        "--scaler",
+        "examples/replay/scaler.yaml",
+        "--target",
+        "examples/replay/target.yaml",
+        "--timeline",
+        "examples/replay/timeline.jsonl",
+    ];
+    let out = mds(&args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("write: bind  term 1"), "{stdout}");
+    assert!(
+        stdout.contains("write: rollback decode=3 prefill=3 term 1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("MetricsReady=False (ResourceExhausted)"),
+        "{stdout}"
+    );
+
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let out = mds(&json_args, None);
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 30, "one object per timeline pass");
+    assert_eq!(lines[0]["write"]["kind"], "bind");
+    assert_eq!(lines[0]["conditions"]["Bound"]["status"], "True");
+    let commit = lines
+        .iter()
+        .find(|l| l["write"]["kind"] == "commit")
+        .expect("a commit");
+    assert!(
+        commit["write"]["decisionID"]
+            .as_str()
+            .unwrap()
+            .starts_with("llm-serving-t1-")
+    );
+    assert_eq!(
+        commit["roles"]["prefill"]["raw"],
+        commit["write"]["vector"]["prefill"]
+    );
+    // The same inputs give byte-identical output.
+    assert_eq!(mds(&json_args, None).stdout, out.stdout);
+}
+
+#[test]
+fn a_broken_timeline_is_refused_naming_the_line_and_field() {
+    let (code, stderr) = replay_timeline(&format!(
+        "{FIRST}{{\"t\": 15, \"roles\": {{\"prefill\": {{\"readyReplica\": 2}}}}}}\n"
+    ));
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("t.jsonl: timeline line 2: roles.prefill: \"readyReplica\" is not a field here; did you mean readyReplicas?"),
+        "{stderr}"
+    );
+    for rust_word in ["u32", "f64", "struct", "variant"] {
+        assert!(!stderr.contains(rust_word), "{stderr}");
+    }
+}
+
+#[test]
+fn out_of_range_times_exit_2_naming_line_field_and_range() {
+    for t in ["1767225600000", "1e19", "-1", "315360001"] {
+        let (code, stderr) = replay_timeline(&format!("{FIRST}{{\"t\": {t}, \"roles\": {{}}}}\n"));
+        assert_eq!(code, Some(2), "t {t}: {stderr}");
+        assert!(
+            stderr.contains("mds: error: ") && stderr.contains("timeline line 2: t: "),
+            "t {t}: {stderr}"
+        );
+        assert!(
+            stderr.contains("allowed is 0 to 315360000 seconds"),
+            "t {t}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let (code, stderr) = replay_timeline(&format!("{FIRST}{{\"t\": 0, \"roles\": {{}}}}\n"));
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("timeline line 2: t: 0 does not come after 0 (line 1)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn names_and_states_the_target_lacks_are_refused_with_the_known_names() {
+    let cases = [
+        (
+            r#"{"t": 15, "roles": {"prefil": {"readyReplicas": 2}}}"#,
+            "timeline line 2: roles: \"prefil\" is not a role of the target; did you mean prefill? its roles are decode and prefill",
+        ),
+        (
+            r#"{"t": 15, "target": {"replicas": {"nope": 2}}}"#,
+            "timeline line 2: target.replicas: \"nope\" is not a role of the target; its roles are decode and prefill",
+        ),
+        (
+            r#"{"t": 15, "target": {"unadmitted": {"decod": [3]}}}"#,
+            "timeline line 2: target.unadmitted: \"decod\" is not a role of the target; did you mean decode?",
+        ),
+        (
+            r#"{"t": 15, "target": {"retirement": {"role": "server", "ordinal": 1, "state": "Draining"}}}"#,
+            "timeline line 2: target.retirement.role: \"server\" is not a role of the target",
+        ),
+        (
+            r#"{"t": 15, "target": {"retirement": {"role": "decode", "ordinal": 1, "state": "Abort"}}}"#,
+            "timeline line 2: target.retirement.state: \"Abort\" is not a retirement state; did you mean Aborted? use one of Admitted, Disqualified, Withdrawing, Draining, Deleting, Settling, Completed or Aborted",
+        ),
+        (
+            r#"{"t": 15, "roles": {"decode": {"signalState": "fresh"}}}"#,
+            "timeline line 2: roles.decode.signalState: \"fresh\" is not one of Fresh, Idle, Missing or Stale; did you mean Fresh?",
+        ),
+        (
+            r#"{"t": 15, "roles": {"decode": {"kvCacheUsage": 85}}}"#,
+            "timeline line 2: roles.decode.kvCacheUsage: 85 is out of range; a usage fraction lies from 0 to 1",
+        ),
+        (
+            r#"{"t": 15, "roles": {"decode": {"waitingRequests": -3}}}"#,
+            "timeline line 2: roles.decode.waitingRequests: -3 is negative",
+        ),
+        (
+            r#"{"t": 15, "target": {"replicas": {"decode": 5000000}}}"#,
+            "timeline line 2: target.replicas.decode: 5000000 is out of range; allowed is 0 to 1024",
+        ),
+    ];
+    for (line, expected) in cases {
+        let (code, stderr) = replay_timeline(&format!("{FIRST}{line}\n"));
+        assert_eq!(code, Some(2), "{line}: {stderr}");
+        assert!(stderr.contains(expected), "{line}:\n{stderr}");
+    }
+}
+
+#[test]
+fn scalers_and_targets_admission_refuses_are_not_replayed() {
+    let scratch = Scratch::new("replay-admission");
+    let timeline = scratch.file("t.jsonl", FIRST);
+    let scaler = std::fs::read_to_string(common::repo().join(SCALER)).unwrap();
+    let target = std::fs::read_to_string(common::repo().join(TARGET)).unwrap();
+    let cases = [
+        (
+            "interval",
+            scaler.replace(
+                "pendingTimeoutSeconds: 60",
+                "pendingTimeoutSeconds: 60\n    intervalSeconds: 1",
+            ),
+            target.clone(),
+        ),
+        (
+            "min > max",
+            scaler.replace(
+                "minReplicas: 2\n      maxReplicas: 8\n    - name: decode",
+                "minReplicas: 9\n      maxReplicas: 8\n    - name: decode",
+            ),
+            target.clone(),
+        ),
+        (
+            "command role",
+            scaler.clone(),
+            target.replace(
+                "kind: Decode",
+                "kind: Decode\n      command: [python, serve.py]",
+            ),
+        ),
+        (
+            "unknown kind under a token algorithm",
+            scaler.clone(),
+            target.replace("kind: Decode", "kind: Speculator"),
+        ),
+    ];
+    for (case, scaler, target) in cases {
+        let scaler = scratch.file("scaler.yaml", &scaler);
+        let target = scratch.file("target.yaml", &target);
+        let validate = mds(&["validate", "-f", &scaler, "--target", &target], None);
+        assert_eq!(
+            validate.status.code(),
+            Some(1),
+            "{case}: validate refuses it"
+        );
+        let findings: Vec<String> = text(&validate.stdout)
+            .lines()
+            .filter(|l| l.starts_with("  ") && !l.contains("warning:"))
+            .map(str::to_string)
+            .collect();
+        assert!(!findings.is_empty(), "{case}");
+        let out = mds(
+            &[
+                "replay",
+                "--scaler",
+                &scaler,
+                "--target",
+                &target,
+                "--timeline",
+                &timeline,
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1), "{case}: {}", text(&out.stderr));
+        let stderr = text(&out.stderr);
+        assert!(stderr.starts_with("mds: error: "), "{stderr}");
+        assert!(
+            stderr.contains("admission refuses it, so it is not replayed"),
+            "{stderr}"
+        );
+        for finding in findings {
+            assert!(
+                stderr.contains(&finding),
+                "{case}: same message as validate: {finding}\n{stderr}"
+            );
+        }
+        assert!(text(&out.stdout).is_empty(), "{case}: nothing replayed");
+    }
+}
+
+#[test]
+fn documents_are_picked_by_kind_from_multi_document_files() {
+    let example = "examples/prefill-decode-encode.yaml";
+    let out = mds(
+        &[
+            "replay",
+            "--scaler",
+            example,
+            "--target",
+            example,
+            "--timeline",
+            "examples/replay/timeline.jsonl",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("encode       no observation"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let wrong = |scaler: &str, target: &str| {
+        let out = mds(
+            &[
+                "replay",
+                "--scaler",
+                scaler,
+                "--target",
+                target,
+                "--timeline",
+                "examples/replay/timeline.jsonl",
+            ],
+            None,
+        );
+        (out.status.code(), text(&out.stderr))
+    };
+    let (code, stderr) = wrong(TARGET, TARGET);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("mds: error: examples/replay/target.yaml holds no ModelDeploymentScaler; it holds ModelDeployment \"llm-serving\""), "{stderr}");
+    let (code, stderr) = wrong(SCALER, SCALER);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("examples/replay/scaler.yaml holds no ModelDeployment; it holds ModelDeploymentScaler \"llm-serving\""), "{stderr}");
+    let (code, stderr) = wrong(SCALER, example);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("holds no ModelDeployment named \"llm-serving\", the name the scaler's spec.targetRef.name gives; it holds ModelDeployment \"vl-serving\""), "{stderr}");
+}
+
+/// Timeline lines made of plausible and implausible pieces.
+fn timeline_line() -> impl Strategy<Value = String> {
+    let t = prop_oneof![
+        (0u32..100_000).prop_map(|t| t.to_string()),
+        Just("1767225600000".to_string()),
+        Just("1e19".to_string()),
+        Just("-1".to_string()),
+        any::<f64>().prop_map(|f| format!("{f:e}")),
+    ];
+    let role = prop_oneof![Just("prefill"), Just("decode"), Just("prefil")];
+    let field = prop_oneof![
+        Just("readyReplicas"),
+        Just("sampledReplicas"),
+        Just("promptTokensPerSecond"),
+        Just("kvCacheUsage"),
+        Just("waitingRequests"),
+        Just("itlMilliseconds"),
+        Just("bogus"),
+    ];
+    let number = prop_oneof![
+        (0u32..3000).prop_map(|n| n.to_string()),
+        any::<i64>().prop_map(|n| n.to_string()),
+        Just("1e308".to_string()),
+        Just("\"x\"".to_string()),
+    ];
+    let target = prop_oneof![
+        Just(String::new()),
+        (role.clone(), any::<i32>()).prop_map(|(r, n)| format!(", \"target\": {{\"replicas\": {{\"{r}\": {n}}}}}")),
+        (role.clone(), 0i32..2000).prop_map(|(r, o)| format!(", \"target\": {{\"unadmitted\": {{\"{r}\": [{o}]}}}}")),
+        (role.clone(), any::<i32>(), prop_oneof![Just("Aborted"), Just("Draining"), Just("Abort")])
+            .prop_map(|(r, o, s)| format!(", \"target\": {{\"retirement\": {{\"role\": \"{r}\", \"ordinal\": {o}, \"state\": \"{s}\"}}}}")),
+        Just(", \"target\": {\"retirement\": null}".to_string()),
+    ];
+    prop_oneof![
+        10 => (t, role, field, number, target).prop_map(|(t, r, f, n, target)| {
+            format!("{{\"t\": {t}, \"roles\": {{\"{r}\": {{\"{f}\": {n}}}}}{target}}}")
+        }),
+        1 => "[ -~]{0,30}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// No timeline makes replay panic (exit 101): it either replays or refuses the input.
+    #[test]
+    fn arbitrary_timelines_never_panic(lines in proptest::collection::vec(timeline_line(), 0..12)) {
+        let (code, stderr) = replay_timeline(&lines.join("\n"));
+        prop_assert!(matches!(code, Some(0) | Some(2)), "exit {:?}: {}", code, stderr);
+        prop_assert!(!stderr.contains("panicked"), "{}", stderr);
+    }
+}
