@@ -8,7 +8,7 @@ use mds_api::ModelDeploymentScaler;
 use mds_api::defaults::default_spec;
 use mds_api::spec::{GROUP, VERSION};
 use mds_api::target::ModelDeployment;
-use mds_api::validation::{Report, validate_scaler};
+use mds_api::validation::{Report, TargetCheck, validate_scaler};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -373,29 +373,16 @@ fn check_scaler(
             "is not a field of ModelDeploymentScaler and is dropped by the API server; check its spelling and indentation",
         );
     }
-    let target_note = match target {
-        Some(_) => format!(
-            "checked against ModelDeployment {:?}",
-            scaler.spec.target_ref.name
-        ),
-        None => "no target given: target-dependent rules skipped".into(),
-    };
-    let verdict = if report.is_valid() {
-        "valid"
-    } else {
-        "invalid"
+    let target_check = match target {
+        Some(_) => TargetCheck::Checked(&scaler.spec.target_ref.name),
+        None => TargetCheck::NotGiven,
     };
     let _ = writeln!(
         out,
-        "{}: ModelDeploymentScaler {name}: {verdict} ({target_note})",
-        doc.label()
+        "{}: {}",
+        doc.label(),
+        report.render(&name, &target_check, true)
     );
-    for error in &report.errors {
-        let _ = writeln!(out, "  {error}");
-    }
-    for warning in &report.warnings {
-        let _ = writeln!(out, "  warning: {warning}");
-    }
     if show_defaults && report.is_valid() {
         let yaml = serde_yaml_ng::to_string(&scaler).expect("a scaler always serializes");
         let _ = writeln!(out, "---\n{yaml}");
