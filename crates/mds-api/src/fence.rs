@@ -34,7 +34,7 @@ pub enum Operation {
 
 /// What the webhook found for the scaler named in the stored binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ScalerLookup {
+pub enum BoundScaler {
     /// Not asked: the request is not an orphan recovery.
     NotLookedUp,
     Absent,
@@ -58,7 +58,7 @@ pub struct FenceRequest<'a> {
     pub username: &'a str,
     /// The operator's service account user name (`system:serviceaccount:NS:NAME`), if set.
     pub operator_user: Option<&'a str>,
-    pub bound_scaler: ScalerLookup,
+    pub bound_scaler: BoundScaler,
 }
 
 /// Why a write passed.
@@ -396,11 +396,11 @@ fn orphan_recovery(
         );
     }
     match &request.bound_scaler {
-        ScalerLookup::Absent => Verdict::Allowed(Allowance::OrphanRecovery),
-        ScalerLookup::Present { uid } if *uid != b.scaler_uid => {
+        BoundScaler::Absent => Verdict::Allowed(Allowance::OrphanRecovery),
+        BoundScaler::Present { uid } if *uid != b.scaler_uid => {
             Verdict::Allowed(Allowance::OrphanRecovery)
         }
-        ScalerLookup::Present { .. } => deny(
+        BoundScaler::Present { .. } => deny(
             Rule::OrphanRecovery,
             format!(
                 "{}, and that scaler still exists with UID {}, so the binding is not orphaned. \
@@ -410,7 +410,7 @@ fn orphan_recovery(
                 b.scaler_uid
             ),
         ),
-        ScalerLookup::Failed(why) => deny(
+        BoundScaler::Failed(why) => deny(
             Rule::OrphanRecovery,
             format!(
                 "could not check whether ModelDeploymentScaler {:?} still exists ({why}); \
@@ -418,7 +418,7 @@ fn orphan_recovery(
                 b.scaler_name
             ),
         ),
-        ScalerLookup::NotLookedUp => deny(
+        BoundScaler::NotLookedUp => deny(
             Rule::OrphanRecovery,
             format!(
                 "ModelDeploymentScaler {:?} was not looked up, so the binding cannot be shown \

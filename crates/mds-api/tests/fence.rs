@@ -5,7 +5,7 @@ mod fence_common;
 use fence_common::*;
 use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION};
 use mds_api::fence::{
-    Allowance, FenceRequest, Operation, Rule, ScalerLookup, Verdict, decide, scaler_to_look_up,
+    Allowance, FenceRequest, Operation, Rule, BoundScaler, Verdict, decide, scaler_to_look_up,
 };
 use serde_json::{Value, json};
 
@@ -15,7 +15,7 @@ fn users_keep_every_field_but_counts_and_annotations_of_a_bound_target() {
     let new = with(old.clone(), "/spec/engine/name", json!("SGLang"));
     let new = with(new, "/metadata/labels", json!({"team": "a"}));
     assert_eq!(
-        update(&old, &new, USER, ScalerLookup::NotLookedUp),
+        update(&old, &new, USER, BoundScaler::NotLookedUp),
         Verdict::Allowed(Allowance::Untouched)
     );
     // Unchanged counts written explicitly are no change either (defaulted replicas are 1).
@@ -25,7 +25,7 @@ fn users_keep_every_field_but_counts_and_annotations_of_a_bound_target() {
         .as_object_mut()
         .unwrap()
         .remove("replicas");
-    assert!(update(&old, &no_count, USER, ScalerLookup::NotLookedUp).is_allowed());
+    assert!(update(&old, &no_count, USER, BoundScaler::NotLookedUp).is_allowed());
 }
 
 #[test]
@@ -41,7 +41,7 @@ fn users_cannot_change_a_bound_targets_counts() {
             4,
         ),
         USER,
-        ScalerLookup::NotLookedUp,
+        BoundScaler::NotLookedUp,
     );
     let (rule, message) = denied(verdict);
     assert_eq!(rule, Rule::BoundCounts);
@@ -98,7 +98,7 @@ fn users_cannot_change_either_annotation_of_a_bound_target() {
         ),
     ];
     for (case, new) in cases {
-        let verdict = update(&bound(), &new, USER, ScalerLookup::NotLookedUp);
+        let verdict = update(&bound(), &new, USER, BoundScaler::NotLookedUp);
         let (rule, message) = denied(verdict);
         assert_eq!(rule, Rule::BoundAnnotations, "{case}");
         assert!(
@@ -114,7 +114,7 @@ fn orphan_recovery_needs_the_scaler_gone_or_replaced_and_counts_unchanged() {
     let neither = annotations(bound(), &[]);
     for new in [&only_decision, &neither] {
         assert_eq!(
-            update(&bound(), new, USER, ScalerLookup::Absent),
+            update(&bound(), new, USER, BoundScaler::Absent),
             Verdict::Allowed(Allowance::OrphanRecovery)
         );
         assert_eq!(
@@ -122,7 +122,7 @@ fn orphan_recovery_needs_the_scaler_gone_or_replaced_and_counts_unchanged() {
                 &bound(),
                 new,
                 USER,
-                ScalerLookup::Present {
+                BoundScaler::Present {
                     uid: "uid-2".into()
                 }
             ),
@@ -135,7 +135,7 @@ fn orphan_recovery_needs_the_scaler_gone_or_replaced_and_counts_unchanged() {
         &bound(),
         &neither,
         USER,
-        ScalerLookup::Present {
+        BoundScaler::Present {
             uid: "uid-1".into(),
         },
     );
@@ -148,7 +148,7 @@ fn orphan_recovery_needs_the_scaler_gone_or_replaced_and_counts_unchanged() {
     );
 
     let moved = target(&[], 2, 3);
-    let (rule, message) = denied(update(&bound(), &moved, USER, ScalerLookup::Absent));
+    let (rule, message) = denied(update(&bound(), &moved, USER, BoundScaler::Absent));
     assert_eq!(rule, Rule::OrphanRecovery);
     assert!(
         message.contains(
@@ -158,14 +158,14 @@ fn orphan_recovery_needs_the_scaler_gone_or_replaced_and_counts_unchanged() {
     );
 
     let rewritten = annotations(bound(), &[(DECISION_ANNOTATION, r#"{"x":1}"#)]);
-    let (rule, _) = denied(update(&bound(), &rewritten, USER, ScalerLookup::Absent));
+    let (rule, _) = denied(update(&bound(), &rewritten, USER, BoundScaler::Absent));
     assert_eq!(rule, Rule::OrphanRecovery);
 
     let (rule, message) = denied(update(
         &bound(),
         &neither,
         USER,
-        ScalerLookup::Failed("timed out".into()),
+        BoundScaler::Failed("timed out".into()),
     ));
     assert_eq!(rule, Rule::OrphanRecovery);
     assert!(
@@ -173,7 +173,7 @@ fn orphan_recovery_needs_the_scaler_gone_or_replaced_and_counts_unchanged() {
         "{message}"
     );
 
-    let (rule, _) = denied(update(&bound(), &neither, USER, ScalerLookup::NotLookedUp));
+    let (rule, _) = denied(update(&bound(), &neither, USER, BoundScaler::NotLookedUp));
     assert_eq!(
         rule,
         Rule::OrphanRecovery,
@@ -190,7 +190,7 @@ fn the_scaler_is_looked_up_only_for_a_users_binding_removal() {
             new: Some(new),
             username: user,
             operator_user: Some(OPERATOR),
-            bound_scaler: ScalerLookup::NotLookedUp,
+            bound_scaler: BoundScaler::NotLookedUp,
         })
     };
     let (b, neither) = (md(&bound()), md(&annotations(bound(), &[])));
@@ -209,7 +209,7 @@ fn the_scaler_is_looked_up_only_for_a_users_binding_removal() {
 fn unbound_targets_take_counts_but_no_hand_made_annotations() {
     let moved = target(&[], 5, 1);
     assert_eq!(
-        update(&unbound(), &moved, USER, ScalerLookup::NotLookedUp),
+        update(&unbound(), &moved, USER, BoundScaler::NotLookedUp),
         Verdict::Allowed(Allowance::Unbound)
     );
     for (key, value) in [
@@ -217,7 +217,7 @@ fn unbound_targets_take_counts_but_no_hand_made_annotations() {
         (DECISION_ANNOTATION, DECISION),
     ] {
         let new = annotations(unbound(), &[(key, value)]);
-        let (rule, message) = denied(update(&unbound(), &new, USER, ScalerLookup::NotLookedUp));
+        let (rule, message) = denied(update(&unbound(), &new, USER, BoundScaler::NotLookedUp));
         assert_eq!(rule, Rule::UnboundAnnotations);
         assert!(
             message.contains(&format!("this request sets {key}")),
@@ -230,10 +230,10 @@ fn unbound_targets_take_counts_but_no_hand_made_annotations() {
     }
     // A stale decision left on an unbound target may be removed, not rewritten.
     let stale = annotations(unbound(), &[(DECISION_ANNOTATION, DECISION)]);
-    assert!(update(&stale, &unbound(), USER, ScalerLookup::NotLookedUp).is_allowed());
+    assert!(update(&stale, &unbound(), USER, BoundScaler::NotLookedUp).is_allowed());
     let rewritten = annotations(unbound(), &[(DECISION_ANNOTATION, "x")]);
     assert_eq!(
-        denied(update(&stale, &rewritten, USER, ScalerLookup::NotLookedUp)).0,
+        denied(update(&stale, &rewritten, USER, BoundScaler::NotLookedUp)).0,
         Rule::UnboundAnnotations
     );
 }
@@ -243,15 +243,15 @@ fn an_unreadable_binding_leaves_the_target_unclaimed() {
     let old = annotations(unbound(), &[(BINDING_ANNOTATION, "not json")]);
     let moved = with(old.clone(), "/spec/roles/1/replicas", json!(7));
     assert_eq!(
-        update(&old, &moved, USER, ScalerLookup::NotLookedUp),
+        update(&old, &moved, USER, BoundScaler::NotLookedUp),
         Verdict::Allowed(Allowance::Unbound)
     );
     assert!(
-        update(&old, &unbound(), USER, ScalerLookup::NotLookedUp).is_allowed(),
+        update(&old, &unbound(), USER, BoundScaler::NotLookedUp).is_allowed(),
         "removal"
     );
     let fixed = annotations(unbound(), &[(BINDING_ANNOTATION, BINDING)]);
-    let (rule, message) = denied(update(&old, &fixed, USER, ScalerLookup::NotLookedUp));
+    let (rule, message) = denied(update(&old, &fixed, USER, BoundScaler::NotLookedUp));
     assert_eq!(rule, Rule::UnboundAnnotations);
     assert!(message.contains("cannot be read"), "{message}");
 }
@@ -266,7 +266,7 @@ fn creates_may_not_carry_ownership_annotations_even_from_the_operator() {
             new: Some(&object),
             username: user,
             operator_user: Some(OPERATOR),
-            bound_scaler: ScalerLookup::NotLookedUp,
+            bound_scaler: BoundScaler::NotLookedUp,
         })
     };
     assert!(create(&unbound(), USER).is_allowed());
@@ -286,7 +286,7 @@ fn deletes_and_objects_being_deleted_pass() {
         new: None,
         username: USER,
         operator_user: None,
-        bound_scaler: ScalerLookup::NotLookedUp,
+        bound_scaler: BoundScaler::NotLookedUp,
     });
     assert_eq!(verdict, Verdict::Allowed(Allowance::Deleting));
     let going = with(
@@ -297,7 +297,7 @@ fn deletes_and_objects_being_deleted_pass() {
     let edited = with(going.clone(), "/spec/roles/0/replicas", json!(9));
     let edited = annotations(edited, &[]);
     assert_eq!(
-        update(&going, &edited, USER, ScalerLookup::NotLookedUp),
+        update(&going, &edited, USER, BoundScaler::NotLookedUp),
         Verdict::Allowed(Allowance::Deleting)
     );
 }
@@ -313,7 +313,7 @@ fn the_operator_binds_an_unbound_target_with_a_rising_term() {
             old,
             &annotations(old.clone(), &pairs),
             OPERATOR,
-            ScalerLookup::NotLookedUp,
+            BoundScaler::NotLookedUp,
         )
     };
     assert_eq!(
@@ -343,7 +343,7 @@ fn the_operator_binds_an_unbound_target_with_a_rising_term() {
             &unbound(),
             &moved,
             OPERATOR,
-            ScalerLookup::NotLookedUp
+            BoundScaler::NotLookedUp
         ))
         .0,
         Rule::OperatorContent
@@ -360,7 +360,7 @@ fn the_operator_binds_an_unbound_target_with_a_rising_term() {
             &unbound(),
             &with_decision,
             OPERATOR,
-            ScalerLookup::NotLookedUp
+            BoundScaler::NotLookedUp
         ))
         .0,
         Rule::OperatorContent
@@ -380,7 +380,7 @@ fn the_operator_binds_an_unbound_target_with_a_rising_term() {
         &bound(),
         &takeover,
         OPERATOR,
-        ScalerLookup::NotLookedUp,
+        BoundScaler::NotLookedUp,
     ));
     assert_eq!(rule, Rule::OperatorContent);
     assert!(message.contains("only through a release"), "{message}");
@@ -397,7 +397,7 @@ fn operator_commits_carry_a_new_decision_of_the_term_matching_the_counts() {
             &bound(),
             &target(&pairs, prefill, decode),
             OPERATOR,
-            ScalerLookup::NotLookedUp,
+            BoundScaler::NotLookedUp,
         )
     };
     let good = decision("llm-t3-2000", 3, 2, 4);
@@ -451,7 +451,7 @@ fn operator_commits_carry_a_new_decision_of_the_term_matching_the_counts() {
 #[test]
 fn the_operator_releases_by_removing_both_annotations_with_counts_unchanged() {
     assert_eq!(
-        update(&bound(), &unbound(), OPERATOR, ScalerLookup::NotLookedUp),
+        update(&bound(), &unbound(), OPERATOR, BoundScaler::NotLookedUp),
         Verdict::Allowed(Allowance::OperatorRelease)
     );
     let moved = target(&[], 2, 3);
@@ -460,7 +460,7 @@ fn the_operator_releases_by_removing_both_annotations_with_counts_unchanged() {
             &bound(),
             &moved,
             OPERATOR,
-            ScalerLookup::NotLookedUp
+            BoundScaler::NotLookedUp
         ))
         .0,
         Rule::OperatorContent
@@ -482,7 +482,7 @@ fn identity_alone_is_not_enough_and_a_missing_identity_is_explained() {
         &bound(),
         &moved,
         "system:serviceaccount:x:y",
-        ScalerLookup::NotLookedUp,
+        BoundScaler::NotLookedUp,
     ));
     assert_eq!(rule, Rule::BoundCounts);
     // Without a configured operator, a service account's refusal says why.
@@ -493,7 +493,7 @@ fn identity_alone_is_not_enough_and_a_missing_identity_is_explained() {
         new: Some(&new),
         username: OPERATOR,
         operator_user: None,
-        bound_scaler: ScalerLookup::NotLookedUp,
+        bound_scaler: BoundScaler::NotLookedUp,
     });
     let (_, message) = denied(verdict);
     assert!(message.contains("set --operator-user"), "{message}");

@@ -4,7 +4,7 @@ mod fence_common;
 
 use fence_common::*;
 use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION};
-use mds_api::fence::{Allowance, ScalerLookup, Verdict};
+use mds_api::fence::{Allowance, BoundScaler, Verdict};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -68,17 +68,17 @@ fn any_user() -> impl Strategy<Value = &'static str> {
     ]
 }
 
-fn any_lookup() -> impl Strategy<Value = ScalerLookup> {
+fn any_lookup() -> impl Strategy<Value = BoundScaler> {
     prop_oneof![
-        Just(ScalerLookup::NotLookedUp),
-        Just(ScalerLookup::Absent),
-        Just(ScalerLookup::Present {
+        Just(BoundScaler::NotLookedUp),
+        Just(BoundScaler::Absent),
+        Just(BoundScaler::Present {
             uid: "uid-1".into()
         }),
-        Just(ScalerLookup::Present {
+        Just(BoundScaler::Present {
             uid: "uid-2".into()
         }),
-        Just(ScalerLookup::Failed("boom".into())),
+        Just(BoundScaler::Failed("boom".into())),
     ]
 }
 
@@ -143,7 +143,7 @@ proptest! {
     ) {
         let text = decision("llm-t3-5000", 3, claimed[0], claimed[1]);
         let new = target(&[(BINDING_ANNOTATION, BINDING), (DECISION_ANNOTATION, &text)], counts[0], counts[1]);
-        let verdict = update(&bound(), &new, OPERATOR, ScalerLookup::NotLookedUp);
+        let verdict = update(&bound(), &new, OPERATOR, BoundScaler::NotLookedUp);
         prop_assert_eq!(verdict.is_allowed(), counts == claimed, "{:?}", verdict);
     }
 }

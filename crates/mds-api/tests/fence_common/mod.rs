@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION};
-use mds_api::fence::{FenceRequest, Operation, Rule, ScalerLookup, Verdict, decide};
+use mds_api::fence::{FenceRequest, Operation, Rule, BoundScaler, Verdict, decide};
 pub use mds_api::target::ModelDeployment;
 use serde_json::{Value, json};
 
@@ -76,7 +76,7 @@ pub fn decision(id: &str, term: i64, prefill: i32, decode: i32) -> String {
 }
 
 /// Runs the fence on an UPDATE from `old` to `new`.
-pub fn update(old: &Value, new: &Value, user: &str, lookup: ScalerLookup) -> Verdict {
+pub fn update(old: &Value, new: &Value, user: &str, lookup: BoundScaler) -> Verdict {
     let (old, new) = (md(old), md(new));
     decide(&FenceRequest {
         operation: Operation::Update,
