@@ -5,7 +5,7 @@ mod fence_common;
 use fence_common::*;
 use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION};
 use mds_api::fence::{
-    Allowance, FenceRequest, Operation, Rule, BoundScaler, Verdict, decide, scaler_to_look_up,
+    Allowance, BoundScaler, FenceRequest, Operation, Rule, Verdict, decide, scaler_to_look_up,
 };
 use serde_json::{Value, json};
 
@@ -456,13 +456,7 @@ fn the_operator_releases_by_removing_both_annotations_with_counts_unchanged() {
     );
     let moved = target(&[], 2, 3);
     assert_eq!(
-        denied(update(
-            &bound(),
-            &moved,
-            OPERATOR,
-            BoundScaler::NotLookedUp
-        ))
-        .0,
+        denied(update(&bound(), &moved, OPERATOR, BoundScaler::NotLookedUp)).0,
         Rule::OperatorContent
     );
 }

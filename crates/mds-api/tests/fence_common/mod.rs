@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION};
-use mds_api::fence::{FenceRequest, Operation, Rule, BoundScaler, Verdict, decide};
+use mds_api::fence::{BoundScaler, FenceRequest, Operation, Rule, Verdict, decide};
 pub use mds_api::target::ModelDeployment;
 use serde_json::{Value, json};
 
