@@ -1,7 +1,9 @@
+pub mod certs;
 pub mod crd;
 pub mod inspect_metrics;
 pub mod replay;
 pub mod validate;
+pub mod webhook;
 
 use std::io::{Read, Write};
 use std::path::Path;
