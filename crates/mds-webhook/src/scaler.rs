@@ -130,8 +130,12 @@ pub async fn validate(
     let old = old_scaler(request);
     scaler.spec = defaulted(&scaler.spec, old.as_ref());
     // A write that leaves the spec as stored (labels, finalizers, the controller's own
-    // metadata) is not judged again: a target that changed since must not block it.
-    if old.as_ref().is_some_and(|o| o.spec == scaler.spec) {
+    // metadata) is not judged again: a target that changed since must not block it. The old
+    // spec is defaulted too, in case it was stored before this webhook was installed.
+    if old
+        .as_ref()
+        .is_some_and(|o| defaulted(&o.spec, None) == scaler.spec)
+    {
         return review::allow(request);
     }
     let namespace = request

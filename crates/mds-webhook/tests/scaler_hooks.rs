@@ -374,6 +374,43 @@ async fn updates_are_judged_against_the_old_object_unless_the_spec_is_unchanged(
     )
     .await;
     assert_eq!(response["allowed"], true, "{response}");
+    // Also for a scaler stored before the webhook defaulted it.
+    let undefaulted = scaler(proportional_spec());
+    let mut labelled = undefaulted.clone();
+    labelled["metadata"]["labels"] = json!({"team": "search"});
+    let response = admit(
+        app(with_target(&target)),
+        VALIDATE_SCALERS_PATH,
+        &review(
+            "UPDATE",
+            "ModelDeploymentScaler",
+            "alice",
+            Some(&labelled),
+            Some(&undefaulted),
+        ),
+    )
+    .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    // A spec change is judged against the target as it is now.
+    let mut resized = old.clone();
+    resized["spec"]["roles"][0]["maxReplicas"] = json!(10);
+    let response = admit(
+        app(with_target(&target)),
+        VALIDATE_SCALERS_PATH,
+        &review(
+            "UPDATE",
+            "ModelDeploymentScaler",
+            "alice",
+            Some(&resized),
+            Some(&old),
+        ),
+    )
+    .await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(
+        message(&response).contains("target role \"extra\""),
+        "{response}"
+    );
 }
 
 #[tokio::test]
