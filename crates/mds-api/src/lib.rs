@@ -3,6 +3,7 @@
 
 pub mod annotations;
 pub mod defaults;
+pub mod fence;
 pub mod quantity;
 pub mod ratio_feasibility;
 pub mod resources;

@@ -76,6 +76,30 @@ enum Command {
     ///
     /// Exit status: 0 after a clean shutdown (SIGTERM or Ctrl-C), 1 when it cannot start.
     Controller(commands::controller::Args),
+    /// Serve the admission webhooks over TLS.
+    ///
+    /// Three endpoints for the API server: /mutate/modeldeploymentscalers stores the defaults
+    /// and the inferred algorithm type; /validate/modeldeploymentscalers runs every admission
+    /// rule (messages as `mds validate` prints them); /validate/modeldeployments is the binding
+    /// fence, which keeps users off the replica counts and scaler annotations of a bound
+    /// target. /healthz answers 200 while serving. The certificate files are checked every
+    /// --cert-check-seconds and a new pair serves new connections without a restart.
+    /// docs/webhooks.md describes each endpoint and what failurePolicy Fail means.
+    ///
+    /// Stops on SIGTERM or Ctrl-C after open requests finish. Exit status: 0 stopped, 2 the
+    /// certificate, the address or the cluster access could not be used.
+    Webhook(commands::webhook::Args),
+    /// Write a self-signed CA and a serving certificate for the webhook.
+    ///
+    /// For installs without cert-manager. Writes ca.crt and ca.key (a new CA, unless --ca-cert
+    /// and --ca-key name one to reuse), tls.crt and tls.key (the pair `mds webhook --cert
+    /// --key` serves, valid for the --dns names and --ip addresses) into --out-dir, and prints
+    /// the caBundle: the CA certificate, base64-encoded, as webhook configurations carry it.
+    /// With --service or --url it also writes webhooks.yaml, both webhook configurations with
+    /// that caBundle. Reusing the CA to renew the pair keeps the caBundle valid.
+    ///
+    /// Exit status: 0 written, 2 bad arguments or a file could not be read or written.
+    Certs(commands::certs::Args),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +113,8 @@ fn main() -> ExitCode {
         Command::InspectMetrics(args) => commands::inspect_metrics::run(&args),
         Command::Replay(args) => commands::replay::run(&args),
         Command::Controller(args) => commands::controller::run(&args),
+        Command::Webhook(args) => commands::webhook::run(&args),
+        Command::Certs(args) => commands::certs::run(&args),
     }
 }
 

@@ -95,6 +95,62 @@ impl Report {
     }
 }
 
+/// Whether the target-dependent rules ran, as the verdict line says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetCheck<'a> {
+    /// Checked against the ModelDeployment of this name.
+    Checked(&'a str),
+    /// No target was given (`mds validate` without `--target`).
+    NotGiven,
+    /// The target was looked up and does not exist (yet): a scaler may precede it.
+    NotFound(&'a str),
+    /// The target could not be read; the reason says why.
+    Unavailable { name: &'a str, reason: &'a str },
+}
+
+impl fmt::Display for TargetCheck<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TargetCheck::Checked(name) => write!(f, "checked against ModelDeployment {name:?}"),
+            TargetCheck::NotGiven => f.write_str("no target given: target-dependent rules skipped"),
+            TargetCheck::NotFound(name) => write!(
+                f,
+                "ModelDeployment {name:?} not found: target-dependent rules skipped"
+            ),
+            TargetCheck::Unavailable { name, reason } => write!(
+                f,
+                "ModelDeployment {name:?} could not be read ({reason}): target-dependent rules skipped"
+            ),
+        }
+    }
+}
+
+impl Report {
+    /// The one text form of a verdict, shared by `mds validate` (which prints it after the
+    /// document's label) and the admission webhook (which returns it as the refusal):
+    /// `ModelDeploymentScaler NAME: valid|invalid (TARGET)`, then one indented line per error
+    /// and, with `warnings`, per warning (`warning: PATH: MESSAGE`).
+    pub fn render(&self, name: &str, target: &TargetCheck<'_>, warnings: bool) -> String {
+        let verdict = if self.is_valid() { "valid" } else { "invalid" };
+        let mut text = format!("ModelDeploymentScaler {name}: {verdict} ({target})");
+        self.write_findings(&mut text, warnings);
+        text
+    }
+
+    /// The finding lines under a verdict: `\n  path: message` for each error, then
+    /// `\n  warning: path: message` for each warning when asked.
+    pub fn write_findings(&self, text: &mut String, warnings: bool) {
+        for error in &self.errors {
+            text.push_str(&format!("\n  {error}"));
+        }
+        if warnings {
+            for warning in &self.warnings {
+                text.push_str(&format!("\n  warning: {warning}"));
+            }
+        }
+    }
+}
+
 /// Validates a scaler spec (after defaulting, though undefaulted specs are judged the same).
 /// `old` is the stored spec on update; `target` the ModelDeployment when it exists.
 pub fn validate(

@@ -1,8 +1,10 @@
+pub mod certs;
 pub mod controller;
 pub mod crd;
 pub mod inspect_metrics;
 pub mod replay;
 pub mod validate;
+pub mod webhook;
 
 use std::io::{Read, Write};
 use std::path::Path;

@@ -2,8 +2,6 @@
 //! the user's words), then the stored defaults and every admission rule on what could be
 //! read, then fields the API server would drop. `mds validate` and `mds replay` both use it.
 
-use std::fmt::Write as _;
-
 use mds_api::ModelDeploymentScaler;
 use mds_api::defaults::default_spec;
 use mds_api::suggest::closest;
@@ -111,11 +109,8 @@ pub fn read_target(doc: &Document) -> Result<ModelDeployment, Vec<Finding>> {
 
 /// Writes a report: a header line, then each error and warning indented under it.
 pub fn write_report(out: &mut String, header: &str, report: &Report) {
-    let _ = writeln!(out, "{header}");
-    for error in &report.errors {
-        let _ = writeln!(out, "  {error}");
-    }
-    for warning in &report.warnings {
-        let _ = writeln!(out, "  warning: {warning}");
-    }
+    // The same finding lines the admission webhook returns.
+    out.push_str(header);
+    report.write_findings(out, true);
+    out.push('\n');
 }

@@ -1,0 +1,87 @@
+//! What the webhooks need to read from the cluster, as two small ports. The handlers take them
+//! as trait objects, so tests pass fakes and the binary passes a kube-backed adapter.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use mds_api::target::ModelDeployment;
+
+/// A lookup's answer arrives later; boxed so the ports stay object-safe.
+pub type LookupFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LookupError>> + Send + 'a>>;
+
+/// Why a lookup gave no answer (not "absent": absence is `Ok(None)`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The webhook was started without API lookups (`mds webhook --no-api-lookups`).
+    #[error("API lookups are disabled in this webhook (--no-api-lookups)")]
+    Disabled,
+    #[error("the lookup took longer than {0} ms")]
+    TimedOut(u64),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Reads the `ModelDeployment` a scaler targets.
+pub trait TargetLookup: Send + Sync {
+    /// The target `name` in `namespace`; `Ok(None)` when it does not exist.
+    fn target<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> LookupFuture<'a, Option<ModelDeployment>>;
+}
+
+/// Reads the UID of a `ModelDeploymentScaler` (the fence's orphan check).
+pub trait ScalerLookup: Send + Sync {
+    /// The UID of scaler `name` in `namespace`; `Ok(None)` when it does not exist.
+    fn scaler_uid<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> LookupFuture<'a, Option<String>>;
+}
+
+/// Both ports, as the router holds them.
+#[derive(Clone)]
+pub struct Lookups {
+    pub targets: Arc<dyn TargetLookup>,
+    pub scalers: Arc<dyn ScalerLookup>,
+}
+
+impl Lookups {
+    /// Lookups that always answer [`LookupError::Disabled`]: target-dependent rules are skipped
+    /// with a warning and orphan recovery is refused. For tests of the binary only.
+    pub fn disabled() -> Lookups {
+        Lookups {
+            targets: Arc::new(Disabled),
+            scalers: Arc::new(Disabled),
+        }
+    }
+}
+
+struct Disabled;
+
+impl TargetLookup for Disabled {
+    fn target<'a>(&'a self, _: &'a str, _: &'a str) -> LookupFuture<'a, Option<ModelDeployment>> {
+        Box::pin(async { Err(LookupError::Disabled) })
+    }
+}
+
+impl ScalerLookup for Disabled {
+    fn scaler_uid<'a>(&'a self, _: &'a str, _: &'a str) -> LookupFuture<'a, Option<String>> {
+        Box::pin(async { Err(LookupError::Disabled) })
+    }
+}
+
+/// Awaits a lookup for at most `timeout`: the API server gives the whole webhook call only a
+/// few seconds, so a slow lookup must end in an answer of ours, not in its timeout.
+pub async fn within<T>(
+    timeout: std::time::Duration,
+    lookup: LookupFuture<'_, T>,
+) -> Result<T, LookupError> {
+    match tokio::time::timeout(timeout, lookup).await {
+        Ok(answer) => answer,
+        Err(_) => Err(LookupError::TimedOut(timeout.as_millis() as u64)),
+    }
+}

@@ -1,0 +1,282 @@
+//! The binding fence over HTTP, in-process (spec *Binding fence*, D24): user edits, orphan
+//! recovery with the scaler looked up, and the controller's own writes as mds-core builds them.
+
+mod common;
+
+use common::*;
+use mds_api::annotations::{
+    BINDING_ANNOTATION, BindingPayload, DECISION_ANNOTATION, DecisionPayload,
+};
+use mds_api::status::ReplicaVector;
+use mds_core::patch::{self, PatchOp, TargetShape};
+use mds_webhook::ports::LookupError;
+use mds_webhook::router::VALIDATE_TARGETS_PATH;
+use serde_json::{Value, json};
+
+fn binding(term: i64) -> String {
+    BindingPayload {
+        scaler_name: "llm".into(),
+        scaler_uid: "uid-1".into(),
+        term,
+    }
+    .to_annotation()
+}
+
+fn target(prefill: i32, decode: i32, annotations: Value) -> Value {
+    json!({
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": {
+            "name": "llm-serving", "namespace": "default", "uid": "t-1",
+            "resourceVersion": "41", "generation": 7, "annotations": annotations
+        },
+        "spec": {
+            "engine": {"name": "SGLang"},
+            "roles": [
+                {"name": "prefill", "kind": "Prefill", "replicas": prefill},
+                {"name": "decode", "kind": "Decode", "replicas": decode}
+            ]
+        }
+    })
+}
+
+fn bound() -> Value {
+    target(2, 2, json!({BINDING_ANNOTATION: binding(3)}))
+}
+
+/// Applies mds-core's patch operations the way the API server would.
+fn apply(doc: &Value, ops: &[PatchOp]) -> Value {
+    let patch: json_patch::Patch =
+        serde_json::from_value(serde_json::to_value(ops).unwrap()).unwrap();
+    let mut out = doc.clone();
+    json_patch::patch(&mut out, &patch).expect("the core's patch applies");
+    out
+}
+
+fn shape(doc: &Value) -> TargetShape {
+    let md = md(doc);
+    TargetShape {
+        roles: md
+            .spec
+            .roles
+            .iter()
+            .map(|r| (r.name.clone(), r.replicas()))
+            .collect(),
+        has_annotations: md.metadata.annotations.is_some(),
+        has_decision: md
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(DECISION_ANNOTATION)),
+        resource_version: md.metadata.resource_version.clone(),
+    }
+}
+
+async fn update(fake: Fake, user: &str, old: &Value, new: &Value) -> Value {
+    admit(
+        app(fake),
+        VALIDATE_TARGETS_PATH,
+        &review("UPDATE", "ModelDeployment", user, Some(new), Some(old)),
+    )
+    .await
+}
+
+fn scaler_exists(uid: &str) -> Fake {
+    let mut fake = Fake::default();
+    fake.scalers
+        .insert(("default".into(), "llm".into()), uid.into());
+    fake
+}
+
+#[tokio::test]
+async fn a_users_replica_edit_on_a_bound_target_is_refused_and_passes_after_release() {
+    let edited = target(2, 5, json!({BINDING_ANNOTATION: binding(3)}));
+    let response = update(scaler_exists("uid-1"), "alice", &bound(), &edited).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 403);
+    assert_eq!(response["status"]["reason"], "Forbidden");
+    let text = message(&response);
+    assert!(text.starts_with("binding fence (replica counts of a bound target): ModelDeployment \"llm-serving\" is bound to ModelDeploymentScaler \"llm\" (term 3)"), "{text}");
+    assert!(
+        text.contains("decode 2 -> 5") && text.contains("suspend") && text.contains("delete it"),
+        "{text}"
+    );
+
+    // Suspend makes the controller release (D20): the same edit on the released target passes.
+    let released = apply(&bound(), &patch::release(&shape(&bound()), &binding(3)));
+    let response = update(Fake::default(), OPERATOR, &bound(), &released).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let edited = target(2, 5, json!({}));
+    let response = update(Fake::default(), "alice", &released, &edited).await;
+    assert_eq!(response["allowed"], true, "{response}");
+}
+
+#[tokio::test]
+async fn other_fields_of_a_bound_target_stay_editable() {
+    let mut edited = bound();
+    edited["spec"]["engine"]["version"] = json!("0.5.1");
+    edited["metadata"]["labels"] = json!({"team": "search"});
+    let response = update(Fake::default(), "alice", &bound(), &edited).await;
+    assert_eq!(response["allowed"], true, "{response}");
+}
+
+#[tokio::test]
+async fn hand_made_ownership_annotations_are_refused() {
+    let unbound = target(2, 2, json!({}));
+    let response = update(Fake::default(), "alice", &unbound, &bound()).await;
+    assert_eq!(response["allowed"], false);
+    assert!(message(&response).starts_with("binding fence (scaler annotations on an unbound target): this request sets modeldeployment.gpustack.ai/scaler-binding"), "{response}");
+    // Also when the object is created with it.
+    let response = admit(
+        app(Fake::default()),
+        VALIDATE_TARGETS_PATH,
+        &review("CREATE", "ModelDeployment", "alice", Some(&bound()), None),
+    )
+    .await;
+    assert_eq!(response["allowed"], false);
+}
+
+#[tokio::test]
+async fn orphan_recovery_passes_only_when_the_scaler_is_gone_or_replaced() {
+    let removed = target(2, 2, json!({}));
+    let response = update(Fake::default(), "alice", &bound(), &removed).await;
+    assert_eq!(response["allowed"], true, "absent scaler: {response}");
+    let response = update(scaler_exists("uid-2"), "alice", &bound(), &removed).await;
+    assert_eq!(response["allowed"], true, "another UID: {response}");
+    let response = update(scaler_exists("uid-1"), "alice", &bound(), &removed).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains("still exists with UID uid-1"),
+        "{response}"
+    );
+    let failing = Fake {
+        failure: Some(LookupError::Failed(
+            "forbidden: cannot get modeldeploymentscalers".into(),
+        )),
+        ..Fake::default()
+    };
+    let response = update(failing, "alice", &bound(), &removed).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains("forbidden: cannot get modeldeploymentscalers"),
+        "{response}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_scaler_lookup_ends_in_a_refusal_naming_the_timeout() {
+    let hanging = Fake {
+        hang: true,
+        ..Fake::default()
+    };
+    let response = update(hanging, "alice", &bound(), &target(2, 2, json!({}))).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains("the lookup took longer than 2000 ms"),
+        "{response}"
+    );
+}
+
+#[tokio::test]
+async fn deletes_and_targets_being_deleted_pass() {
+    let response = admit(
+        app(Fake::default()),
+        VALIDATE_TARGETS_PATH,
+        &review("DELETE", "ModelDeployment", "alice", None, Some(&bound())),
+    )
+    .await;
+    assert_eq!(response["allowed"], true);
+    let mut going = bound();
+    going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let mut finalized = target(1, 1, json!({}));
+    finalized["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let response = update(Fake::default(), "alice", &going, &finalized).await;
+    assert_eq!(response["allowed"], true, "{response}");
+}
+
+#[tokio::test]
+async fn the_controllers_bind_commit_and_release_pass_under_its_identity_only() {
+    // Bind (D19): the first term on a target with no history is 1.
+    let unbound = target(2, 2, json!({}));
+    let mut no_map = unbound.clone();
+    no_map["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    let bound_doc = apply(&no_map, &patch::bind(&shape(&no_map), &binding(1)));
+    assert_eq!(
+        update(Fake::default(), OPERATOR, &no_map, &bound_doc).await["allowed"],
+        true
+    );
+    assert_eq!(
+        update(Fake::default(), "alice", &no_map, &bound_doc).await["allowed"],
+        false
+    );
+
+    // Commit (D3, D24): decode 2 -> 4 with a decision of the binding's term.
+    let vector: ReplicaVector = [("prefill".to_string(), 2), ("decode".to_string(), 4)].into();
+    let decision = DecisionPayload {
+        decision_id: "llm-t1-1767225600000".into(),
+        term: 1,
+        vector: vector.clone(),
+    }
+    .to_annotation();
+    let committed = apply(
+        &bound_doc,
+        &patch::commit(&shape(&bound_doc), &binding(1), &vector, &decision),
+    );
+    assert_eq!(committed["spec"]["roles"][1]["replicas"], 4);
+    let response = update(Fake::default(), OPERATOR, &bound_doc, &committed).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let response = update(Fake::default(), "alice", &bound_doc, &committed).await;
+    assert_eq!(
+        response["allowed"], false,
+        "a user cannot commit in the scaler's name"
+    );
+
+    // The operator's identity without the content is refused: counts moved, decision stale.
+    let mut forged = committed.clone();
+    forged["spec"]["roles"][0]["replicas"] = json!(6);
+    let response = update(Fake::default(), OPERATOR, &committed, &forged).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).starts_with("binding fence (operator writes carry their decision)"),
+        "{response}"
+    );
+
+    // Release (D20): both annotations go, counts stay.
+    let released = apply(&committed, &patch::release(&shape(&committed), &binding(1)));
+    assert_eq!(released["metadata"]["annotations"], json!({}));
+    let response = update(Fake::default(), OPERATOR, &committed, &released).await;
+    assert_eq!(response["allowed"], true, "{response}");
+}
+
+#[tokio::test]
+async fn an_unreadable_target_is_refused_only_when_it_carries_scaler_annotations() {
+    let mut broken = target(2, 2, json!({}));
+    broken["spec"]["roles"][0]["replicas"] = json!("two");
+    let response = update(Fake::default(), "alice", &broken, &broken).await;
+    assert_eq!(response["allowed"], true, "nothing is bound: {response}");
+    let mut broken_bound = bound();
+    broken_bound["spec"]["roles"][0]["replicas"] = json!("two");
+    let response = update(Fake::default(), "alice", &bound(), &broken_bound).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains("spec.roles[0].replicas"),
+        "{response}"
+    );
+}
+
+#[tokio::test]
+async fn status_writes_pass() {
+    let mut status_write = review(
+        "UPDATE",
+        "ModelDeployment",
+        "gpustack",
+        Some(&target(9, 9, json!({}))),
+        Some(&bound()),
+    );
+    status_write["request"]["subResource"] = json!("status");
+    let response = admit(app(Fake::default()), VALIDATE_TARGETS_PATH, &status_write).await;
+    assert_eq!(response["allowed"], true);
+}

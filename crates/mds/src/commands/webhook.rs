@@ -1,0 +1,150 @@
+//! `mds webhook`: serves the admission webhooks over TLS until SIGTERM or Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mds_webhook::ports::Lookups;
+use mds_webhook::router::{WebhookState, router};
+use mds_webhook::tls::{CertificateFiles, ReloadingCertificate};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// PEM certificate chain to serve, serving certificate first. Rewriting the file (with
+    /// --key) swaps the certificate for new connections without a restart.
+    #[arg(long, value_name = "FILE")]
+    pub cert: PathBuf,
+    /// PEM private key of --cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// Address and port to listen on; port 0 picks a free one (printed at start).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// The controller's Kubernetes user name, system:serviceaccount:NAMESPACE:NAME. The
+    /// binding fence accepts bind, commit and release writes only from this user, and only
+    /// with the right content. Without it, no write is recognised as the controller's and
+    /// every bind and commit is refused.
+    #[arg(long, value_name = "NAME")]
+    pub operator_user: Option<String>,
+    /// Kubeconfig for reading targets and scalers (default: the in-cluster service account,
+    /// then $KUBECONFIG or ~/.kube/config).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_api_lookups")]
+    pub kubeconfig: Option<PathBuf>,
+    /// FOR TESTS ONLY: answer without reading the cluster. Scaler validation then skips the
+    /// target-dependent rules (with a warning on every request) and the fence refuses every
+    /// orphan recovery, since it cannot check that the scaler is gone.
+    #[arg(long)]
+    pub no_api_lookups: bool,
+    /// Seconds between checks of --cert and --key for new content.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub cert_check_seconds: u64,
+    /// Milliseconds one target or scaler lookup may take before the webhook answers without it.
+    #[arg(long, value_name = "MS", default_value_t = 3000, value_parser = clap::value_parser!(u64).range(100..=25_000))]
+    pub lookup_timeout_ms: u64,
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    // Logs go to standard error, one line per event.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .try_init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+    };
+    runtime.block_on(serve(args))
+}
+
+fn fail(message: &str) -> ExitCode {
+    super::emit("", &format!("mds webhook: {message}\n"));
+    ExitCode::from(2)
+}
+
+async fn serve(args: &Args) -> ExitCode {
+    let lookups = if args.no_api_lookups {
+        tracing::warn!("API lookups disabled (--no-api-lookups): for tests only");
+        Lookups::disabled()
+    } else {
+        // TODO(kube client): the kube-backed TargetLookup and ScalerLookup adapters arrive
+        // with the controller's kube client; until then this build cannot read the cluster.
+        let access = args.kubeconfig.as_ref().map_or_else(
+            || "the cluster".to_string(),
+            |p| format!("the cluster of {}", p.display()),
+        );
+        return fail(&format!(
+            "this build cannot read {access} yet: the kube-backed target and scaler lookups \
+             arrive with the controller. Pass --no-api-lookups to serve without them (tests only)"
+        ));
+    };
+    if args.operator_user.is_none() {
+        tracing::warn!("no --operator-user: the binding fence will refuse every bind and commit");
+    }
+    let files = CertificateFiles {
+        cert: args.cert.clone(),
+        key: args.key.clone(),
+    };
+    let certificate = match ReloadingCertificate::load(files) {
+        Ok(certificate) => certificate,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let tls = match certificate.server_config() {
+        Ok(tls) => tls,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(listener) => listener,
+        Err(e) => return fail(&format!("cannot listen on {}: {e}", args.listen)),
+    };
+    let address = listener
+        .local_addr()
+        .map_or_else(|_| args.listen.to_string(), |a| a.to_string());
+    let app = router(WebhookState {
+        lookups,
+        operator_user: args.operator_user.clone(),
+        lookup_timeout: Duration::from_millis(args.lookup_timeout_ms),
+    });
+    let reloader = tokio::spawn(certificate.watch(Duration::from_secs(args.cert_check_seconds)));
+    tracing::info!(%address, cert = %args.cert.display(), "listening");
+    let served = mds_webhook::server::serve(listener, app, tls, stop_signal()).await;
+    reloader.abort();
+    match served {
+        Ok(()) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&format!("serving failed: {e}")),
+    }
+}
+
+/// Completes on SIGTERM (Kubernetes stopping the Pod) or Ctrl-C.
+async fn stop_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::terminate(),
+        ) {
+            Ok(signal) => signal,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch SIGTERM; only Ctrl-C stops the server");
+                let _ = interrupt.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+    tracing::info!("stopping: no new connections, open requests finish");
+}
