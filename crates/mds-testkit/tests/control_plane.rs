@@ -109,6 +109,7 @@ async fn a_model_deployment_is_served_as_v1_and_v1alpha1_with_defaults() {
         "kind": "ModelDeployment",
         "metadata": {"name": "llm-serving"},
         "spec": {
+            "model": {"name": "acme/vision-70b"},
             "engine": {"name": "SGLang"},
             "router": {"name": "sglang-gateway", "image": "router:1"},
             "roles": [
@@ -129,6 +130,10 @@ async fn a_model_deployment_is_served_as_v1_and_v1alpha1_with_defaults() {
     assert_eq!(decode["kind"], "Server", "kind defaults to Server");
     assert_eq!(decode["replicas"], 1, "replicas defaults to 1");
     assert_eq!(stored.data["spec"]["router"]["image"], "router:1");
+    assert_eq!(
+        stored.data["spec"]["model"]["name"], "acme/vision-70b",
+        "fields mds does not read are kept"
+    );
 
     let mut zero = md.clone();
     zero.data["spec"]["roles"][0]["replicas"] = json!(0);
@@ -224,4 +229,44 @@ async fn the_pinned_kubectl_talks_to_the_control_plane() {
     for name in OUR_CRDS {
         assert!(listed.contains(name), "{name} missing from:\n{listed}");
     }
+}
+
+#[tokio::test]
+async fn the_examples_apply_to_the_api_server() {
+    let Some(plane) = mds_testkit::e2e() else {
+        return;
+    };
+    let namespace = plane.namespace("examples").await.unwrap();
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let applied = plane
+        .kubectl()
+        .unwrap()
+        .args([
+            "apply",
+            "--dry-run=server",
+            "--namespace",
+            &namespace,
+            "--filename",
+        ])
+        .arg(examples)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&applied.stdout);
+    assert!(
+        applied.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    // The scalers of every example and the prefill/decode/encode target.
+    assert!(
+        stdout.contains("modeldeployment.worker.gpustack.ai/vl-serving created (server dry run)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout
+            .matches("modeldeploymentscaler.worker.gpustack.ai/")
+            .count(),
+        4,
+        "{stdout}"
+    );
 }
