@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 const NANOS_PER_UNIT: i128 = 1_000_000_000;
 /// Kubernetes caps a quantity at 2^63-1 in magnitude.
 const MAX_UNITS: i128 = i64::MAX as i128;
+/// The longest quantity text accepted. The CRD declares it as `maxLength` too: without a bound,
+/// the API server's cost estimate for the CEL rules that parse quantities exceeds its budget and
+/// it refuses the whole CRD.
+pub const MAX_QUANTITY_LENGTH: usize = 64;
 
 /// An exact decimal number with nine fractional digits (nano precision).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -140,12 +144,17 @@ pub enum QuantityError {
     TooPrecise(String),
     #[error("{0:?} is larger than 2^63-1, the largest Kubernetes quantity")]
     TooLarge(String),
+    #[error("has {0} characters; at most {MAX_QUANTITY_LENGTH} are accepted")]
+    TooLong(usize),
 }
 
 /// Parses the Kubernetes quantity syntax exactly (D26).
 pub fn parse_decimal(text: &str) -> Result<Decimal, QuantityError> {
     if text.is_empty() {
         return Err(QuantityError::Empty);
+    }
+    if text.len() > MAX_QUANTITY_LENGTH {
+        return Err(QuantityError::TooLong(text.len()));
     }
     let malformed = || QuantityError::Malformed(text.to_string());
     let bytes = text.as_bytes();
@@ -332,6 +341,7 @@ impl schemars::JsonSchema for Quantity {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "pattern": QUANTITY_PATTERN,
+            "maxLength": MAX_QUANTITY_LENGTH,
             "x-kubernetes-int-or-string": true,
         })
     }
@@ -402,6 +412,12 @@ mod tests {
             parse_decimal("9223372036854775808"),
             Err(QuantityError::TooLarge(_))
         ));
+        let longest = format!("{}1", "0".repeat(MAX_QUANTITY_LENGTH - 1));
+        assert_eq!(parse_decimal(&longest), Ok(Decimal::ONE));
+        assert_eq!(
+            parse_decimal(&format!("0{longest}")),
+            Err(QuantityError::TooLong(MAX_QUANTITY_LENGTH + 1))
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! edits that break one rule at a time.
 #![allow(dead_code)]
 
+pub mod invalid_scalers;
+
 use mds_api::spec::ModelDeploymentScalerSpec;
 use mds_api::target::ModelDeployment;
 use mds_api::validation::{Report, validate};
