@@ -9,6 +9,7 @@ pub mod facts;
 pub mod http_source;
 pub mod kube_cluster;
 pub mod leader;
+pub mod lookups;
 pub mod ports;
 pub mod runtime;
 pub mod sampler;

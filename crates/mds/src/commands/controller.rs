@@ -76,6 +76,20 @@ pub struct Args {
     /// Engine pages read at once across all scalers.
     #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub scrape_concurrency: u64,
+    /// Also serve the admission webhooks in this process (one-process installs), with this
+    /// PEM certificate chain; needs --webhook-key. See `mds webhook --help`.
+    #[arg(long, value_name = "FILE", requires = "webhook_key")]
+    pub webhook_cert: Option<PathBuf>,
+    /// PEM private key of --webhook-cert.
+    #[arg(long, value_name = "FILE", requires = "webhook_cert")]
+    pub webhook_key: Option<PathBuf>,
+    /// Address of the webhooks (with --webhook-cert).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
+    pub webhook_listen: SocketAddr,
+    /// The controller's own user name for the binding fence
+    /// (system:serviceaccount:NAMESPACE:NAME), with --webhook-cert.
+    #[arg(long, value_name = "NAME")]
+    pub operator_user: Option<String>,
     /// Log format. Fields carry the scaler, its target and decision IDs. The level comes
     /// from RUST_LOG (default info).
     #[arg(long, value_enum, default_value = "text")]
@@ -194,6 +208,29 @@ async fn serve(args: &Args) -> Result<(), String> {
                 let _ = stop.wait_for(|s| *s).await;
             },
         ));
+    }
+    if let (Some(cert), Some(key)) = (&args.webhook_cert, &args.webhook_key) {
+        let options = super::webhook::WebhookOptions {
+            cert: cert.clone(),
+            key: key.clone(),
+            listen: args.webhook_listen,
+            operator_user: args.operator_user.clone(),
+            cert_check_seconds: 10,
+            lookup_timeout_ms: 3000,
+        };
+        let lookups = mds_operator::lookups::KubeLookups::ports(
+            client.clone(),
+            TargetApiVersion::parse(&args.target_api_version).unwrap_or_default(),
+        );
+        let mut stop = shutdown_rx.clone();
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) = super::webhook::serve_webhooks(&options, lookups, stopped).await {
+                tracing::error!(error = %e, "the webhooks stopped");
+            }
+        });
     }
     let identity = identity(args);
     let election = if args.leader_elect {

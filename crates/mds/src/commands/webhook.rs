@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mds_api::resources::TargetApiVersion;
+use mds_operator::lookups::KubeLookups;
 use mds_webhook::ports::Lookups;
 use mds_webhook::router::{WebhookState, router};
 use mds_webhook::tls::{CertificateFiles, ReloadingCertificate};
@@ -39,6 +41,10 @@ pub struct Args {
     /// Seconds between checks of --cert and --key for new content.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub cert_check_seconds: u64,
+    /// Version ModelDeployments are read through: v1 (default) or v1alpha1, as for the
+    /// controller.
+    #[arg(long, value_name = "VERSION", default_value = "v1", value_parser = ["v1", "v1alpha1"])]
+    pub target_api_version: String,
     /// Milliseconds one target or scaler lookup may take before the webhook answers without it.
     #[arg(long, value_name = "MS", default_value_t = 3000, value_parser = clap::value_parser!(u64).range(100..=25_000))]
     pub lookup_timeout_ms: u64,
@@ -66,59 +72,75 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// What a webhook server needs, from `mds webhook` or `mds controller --webhook-cert`.
+pub struct WebhookOptions {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub listen: SocketAddr,
+    pub operator_user: Option<String>,
+    pub cert_check_seconds: u64,
+    pub lookup_timeout_ms: u64,
+}
+
+/// Serves the webhooks until `stop` completes.
+pub async fn serve_webhooks(
+    options: &WebhookOptions,
+    lookups: Lookups,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    if options.operator_user.is_none() {
+        tracing::warn!("no operator user: the binding fence will refuse every bind and commit");
+    }
+    let files = CertificateFiles {
+        cert: options.cert.clone(),
+        key: options.key.clone(),
+    };
+    let certificate = ReloadingCertificate::load(files).map_err(|e| e.to_string())?;
+    let tls = certificate.server_config().map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
+    let address = listener
+        .local_addr()
+        .map_or_else(|_| options.listen.to_string(), |a| a.to_string());
+    let app = router(WebhookState {
+        lookups,
+        operator_user: options.operator_user.clone(),
+        lookup_timeout: Duration::from_millis(options.lookup_timeout_ms),
+    });
+    let reloader = tokio::spawn(certificate.watch(Duration::from_secs(options.cert_check_seconds)));
+    tracing::info!(%address, cert = %options.cert.display(), "webhooks listening");
+    let served = mds_webhook::server::serve(listener, app, tls, stop).await;
+    reloader.abort();
+    served.map_err(|e| format!("serving failed: {e}"))
+}
+
 async fn serve(args: &Args) -> ExitCode {
     let lookups = if args.no_api_lookups {
         tracing::warn!("API lookups disabled (--no-api-lookups): for tests only");
         Lookups::disabled()
     } else {
-        // TODO(kube client): the kube-backed TargetLookup and ScalerLookup adapters arrive
-        // with the controller's kube client; until then this build cannot read the cluster.
-        let access = args.kubeconfig.as_ref().map_or_else(
-            || "the cluster".to_string(),
-            |p| format!("the cluster of {}", p.display()),
-        );
-        return fail(&format!(
-            "this build cannot read {access} yet: the kube-backed target and scaler lookups \
-             arrive with the controller. Pass --no-api-lookups to serve without them (tests only)"
-        ));
+        let client = match super::controller::client(args.kubeconfig.as_ref()).await {
+            Ok(client) => client,
+            Err(e) => return fail(&e),
+        };
+        let version = TargetApiVersion::parse(&args.target_api_version).unwrap_or_default();
+        KubeLookups::ports(client, version)
     };
-    if args.operator_user.is_none() {
-        tracing::warn!("no --operator-user: the binding fence will refuse every bind and commit");
-    }
-    let files = CertificateFiles {
+    let options = WebhookOptions {
         cert: args.cert.clone(),
         key: args.key.clone(),
-    };
-    let certificate = match ReloadingCertificate::load(files) {
-        Ok(certificate) => certificate,
-        Err(e) => return fail(&e.to_string()),
-    };
-    let tls = match certificate.server_config() {
-        Ok(tls) => tls,
-        Err(e) => return fail(&e.to_string()),
-    };
-    let listener = match tokio::net::TcpListener::bind(args.listen).await {
-        Ok(listener) => listener,
-        Err(e) => return fail(&format!("cannot listen on {}: {e}", args.listen)),
-    };
-    let address = listener
-        .local_addr()
-        .map_or_else(|_| args.listen.to_string(), |a| a.to_string());
-    let app = router(WebhookState {
-        lookups,
+        listen: args.listen,
         operator_user: args.operator_user.clone(),
-        lookup_timeout: Duration::from_millis(args.lookup_timeout_ms),
-    });
-    let reloader = tokio::spawn(certificate.watch(Duration::from_secs(args.cert_check_seconds)));
-    tracing::info!(%address, cert = %args.cert.display(), "listening");
-    let served = mds_webhook::server::serve(listener, app, tls, stop_signal()).await;
-    reloader.abort();
-    match served {
+        cert_check_seconds: args.cert_check_seconds,
+        lookup_timeout_ms: args.lookup_timeout_ms,
+    };
+    match serve_webhooks(&options, lookups, stop_signal()).await {
         Ok(()) => {
             tracing::info!("stopped");
             ExitCode::SUCCESS
         }
-        Err(e) => fail(&format!("serving failed: {e}")),
+        Err(e) => fail(&e),
     }
 }
 
