@@ -147,16 +147,20 @@ fn webhook_refuses_to_start_without_what_it_needs() {
     let certs_out = certs(&dir, &[]);
     assert_eq!(certs_out.status.code(), Some(0));
     let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    // The lookups need the cluster: a kubeconfig that is not there is named.
+    let absent = dir.join("absent.kubeconfig");
     let out = mds(&[
         "webhook",
         "--cert",
         cert.to_str().unwrap(),
         "--key",
         key.to_str().unwrap(),
+        "--kubeconfig",
+        absent.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("Pass --no-api-lookups"),
+        text(&out.stderr).contains("absent.kubeconfig"),
         "{}",
         text(&out.stderr)
     );
