@@ -361,3 +361,114 @@ async fn suspend_releases_both_annotations_and_a_replaced_target_waits_for_an_ed
     .unwrap();
     stop(running).await;
 }
+
+/// A controller with leader election on a runtime of its own, so a test can kill it outright
+/// (its tasks dropped mid-flight, the lease not released), as a crashed Pod would be.
+struct Replica {
+    runtime: Option<tokio::runtime::Runtime>,
+    telemetry: Arc<Telemetry>,
+}
+
+fn replica(client: kube::Client, namespace: &str, identity: &str) -> Replica {
+    use mds_operator::leader::{Election, LeaseConfig};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let telemetry = Arc::new(Telemetry::new());
+    let t = telemetry.clone();
+    let (namespace, identity) = (namespace.to_string(), identity.to_string());
+    runtime.spawn(async move {
+        let lease = LeaseConfig {
+            namespace: namespace.clone(),
+            name: "mds-controller".into(),
+            identity: identity.clone(),
+            duration_seconds: 4,
+            grace_seconds: 1,
+        };
+        let election = Election::start(client.clone(), &lease).await.unwrap();
+        let (_stop, shutdown) = watch::channel(false);
+        let config = ControllerConfig {
+            namespace: Some(namespace),
+            target_version: TargetApiVersion::V1,
+            scrape: Default::default(),
+            max_concurrent_passes: 4,
+            instance: identity,
+        };
+        let _ = runtime::run(client, config, t, election.leader.clone(), shutdown).await;
+        drop(_stop);
+        election.release().await;
+    });
+    Replica {
+        runtime: Some(runtime),
+        telemetry,
+    }
+}
+
+impl Replica {
+    fn leads(&self) -> bool {
+        self.telemetry.leader.get() == 1
+    }
+
+    fn kill(mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_when_the_leader_dies() {
+    let Some((client, ns, targets, scalers)) = setup("failover").await else {
+        return;
+    };
+    create_target(&client, &ns, "llm").await;
+    scalers
+        .create(&PostParams::default(), &scaler("llm", "llm"))
+        .await
+        .unwrap();
+    let a = replica(client.clone(), &ns, "replica-a");
+    eventually("replica a leads", WAIT, || async {
+        a.leads().then_some(())
+    })
+    .await
+    .unwrap();
+    let b = replica(client.clone(), &ns, "replica-b");
+    wait_condition(&scalers, "llm", "Active", "Active").await;
+    // The standby keeps its caches warm but runs no pass while a leads.
+    eventually("the leader passes", WAIT, || async {
+        (a.telemetry.passes.get() >= 2).then_some(())
+    })
+    .await
+    .unwrap();
+    assert!(!b.leads());
+    assert_eq!(
+        b.telemetry.passes.get(),
+        0,
+        "only the leader plans and writes"
+    );
+
+    a.kill();
+    let started = std::time::Instant::now();
+    eventually("replica b leads", WAIT, || async {
+        b.leads().then_some(())
+    })
+    .await
+    .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took over in {:?}",
+        started.elapsed()
+    );
+    // The new leader acts: a suspend is released by it.
+    patch_spec(&scalers, "llm", json!({"suspend": true})).await;
+    eventually("released by the new leader", WAIT, || async {
+        (!annotations(&targets.get("llm").await.ok()?).contains_key(BINDING_ANNOTATION))
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    assert!(b.telemetry.passes.get() > 0);
+    b.kill();
+}
