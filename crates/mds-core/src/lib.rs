@@ -59,6 +59,17 @@ pub struct Input<'a> {
     pub target: Option<Target<'a>>,
     pub observations: &'a BTreeMap<String, RoleObservation>,
     pub now: Timestamp,
+    /// A commit the API server refused for good (an admission webhook, a validation rule),
+    /// while neither the scaler spec nor the target changed since: the same vector is not
+    /// sent again, and `Blocked` says why.
+    pub refused: Option<&'a RefusedWrite>,
+}
+
+/// A target write that was refused, and what the refusal said.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RefusedWrite {
+    pub vector: ReplicaVector,
+    pub message: String,
 }
 
 /// What the shell keeps in memory between passes for one scaler.

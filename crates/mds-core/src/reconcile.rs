@@ -34,6 +34,8 @@ pub(crate) struct Pass<'a> {
     pub(crate) events: Vec<Event>,
     pub(crate) write: Option<Write>,
     pub(crate) plan: Option<Plan>,
+    /// The planned commit was refused before and is held: why.
+    pub(crate) refused: Option<String>,
 }
 
 impl Pass<'_> {
@@ -97,6 +99,7 @@ pub fn reconcile(input: &Input, memory: &mut Memory) -> Outcome {
         events: vec![],
         write: None,
         plan: None,
+        refused: None,
     };
     pass.status.observed_generation = Some(scaler.generation);
     run(&mut pass, memory);
@@ -500,6 +503,12 @@ fn commit(pass: &mut Pass, target: &Target, binding: &str, term: i64, memory: &m
     }
     let changes = protocol::changes(&current, &vector);
     if changes.is_empty() {
+        return;
+    }
+    // TARGET.md: a refusal is Blocked, not a retry loop. Released by a change of the spec or
+    // the target (the shell stops passing the refusal) or by a plan for another vector.
+    if let Some(refused) = pass.input.refused.filter(|r| r.vector == vector) {
+        pass.refused = Some(refused.message.clone());
         return;
     }
     let decision = commit_vector(pass, target, binding, term, memory, &vector);

@@ -175,6 +175,15 @@ fn metrics_and_blocked(pass: &mut Pass) {
                     "ResourceExhausted",
                     "a scale-up was rolled back after its replicas were not admitted",
                 )
+            } else if let Some(message) = &pass.refused {
+                Report::new(
+                    BLOCKED,
+                    true,
+                    "PacingBounded",
+                    format!(
+                        "the target refused the planned counts ({message}); they are held until the scaler spec or the target changes"
+                    ),
+                )
             } else if plan.pacing_bounded() {
                 let held: Vec<String> = plan
                     .roles

@@ -19,6 +19,12 @@ pub struct ScrapeConfig {
     /// Concurrent scrapes across all scalers.
     pub concurrency: usize,
     pub max_bytes: u64,
+    /// Accept any certificate from `https` engines. Pod IPs rarely appear in serving
+    /// certificates, so an `https` engine is otherwise unreadable unless `ca_pem` names the
+    /// CA that signed a certificate valid for its IP.
+    pub tls_insecure: bool,
+    /// Extra CA (PEM) trusted for `https` engines.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 impl Default for ScrapeConfig {
@@ -27,6 +33,8 @@ impl Default for ScrapeConfig {
             timeout: Duration::from_secs(2),
             concurrency: 128,
             max_bytes: MAX_PAGE_BYTES,
+            tls_insecure: false,
+            ca_pem: None,
         }
     }
 }
@@ -39,14 +47,20 @@ pub struct HttpSource {
 
 impl HttpSource {
     pub fn new(config: ScrapeConfig) -> Result<HttpSource, reqwest::Error> {
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(config.timeout)
             .pool_idle_timeout(Duration::from_secs(90))
-            // Engines serve plain text; a proxy must not sit between the operator and Pod IPs.
+            // A proxy must not sit between the operator and Pod IPs, and a Pod must not send
+            // the scraper anywhere else.
             .no_proxy()
-            .user_agent("mds-scraper")
-            .build()?;
+            .redirect(reqwest::redirect::Policy::none())
+            .danger_accept_invalid_certs(config.tls_insecure)
+            .user_agent("mds-scraper");
+        if let Some(pem) = &config.ca_pem {
+            builder = builder.add_root_certificate(reqwest::Certificate::from_pem(pem)?);
+        }
+        let client = builder.build()?;
         Ok(HttpSource {
             client,
             permits: Arc::new(Semaphore::new(config.concurrency.max(1))),

@@ -157,7 +157,7 @@ impl Cluster for KubeCluster {
         namespace: &str,
         target: &str,
         ops: &[PatchOp],
-    ) -> Result<(), WriteError> {
+    ) -> Result<ModelDeployment, WriteError> {
         self.check_leader()?;
         let patch: json_patch::Patch =
             serde_json::to_value(ops)
@@ -167,7 +167,6 @@ impl Cluster for KubeCluster {
             Api::namespaced_with(self.client.clone(), namespace, &self.target_version);
         api.patch(target, &PatchParams::default(), &Patch::Json::<()>(patch))
             .await
-            .map(|_| ())
             .map_err(write_error)
     }
 
@@ -175,7 +174,7 @@ impl Cluster for KubeCluster {
         &self,
         scaler: &ModelDeploymentScaler,
         status: &ModelDeploymentScalerStatus,
-    ) -> Result<(), WriteError> {
+    ) -> Result<ModelDeploymentScaler, WriteError> {
         self.check_leader()?;
         let mut object = scaler.clone();
         object.status = Some(status.clone());
@@ -184,7 +183,6 @@ impl Cluster for KubeCluster {
         self.scalers(namespace)
             .replace_status(name, &PostParams::default(), &object)
             .await
-            .map(|_| ())
             .map_err(write_error)
     }
 

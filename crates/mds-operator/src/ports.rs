@@ -75,21 +75,22 @@ pub trait Cluster: Send + Sync {
     /// The scaler and what it plans over; `None` once the scaler is gone.
     fn snapshot(&self, key: &ScalerKey) -> impl Future<Output = Option<Snapshot>> + Send;
 
-    /// Applies a JSON Patch to the target (its `test` operations guard it, D3).
+    /// Applies a JSON Patch to the target (its `test` operations guard it, D3); returns the
+    /// target as written.
     fn patch_target(
         &self,
         namespace: &str,
         target: &str,
         ops: &[PatchOp],
-    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+    ) -> impl Future<Output = Result<ModelDeployment, WriteError>> + Send;
 
     /// Replaces the scaler's status, guarded by the resource version the snapshot read, so a
-    /// status computed from an old spec never lands.
+    /// status computed from an old spec never lands; returns the scaler as written.
     fn write_status(
         &self,
         scaler: &ModelDeploymentScaler,
         status: &ModelDeploymentScalerStatus,
-    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+    ) -> impl Future<Output = Result<ModelDeploymentScaler, WriteError>> + Send;
 
     /// Adds (`true`) or removes (`false`) the scaler's finalizer, guarded by its resource
     /// version; returns the scaler as written (its new resource version guards later writes).

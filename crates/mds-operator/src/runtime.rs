@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -225,8 +225,9 @@ pub async fn run(
             |_| {},
         ));
     }
-    // Mirror the leader state for the writers' gate.
-    {
+    // Mirror the leader state for the writers' gate. Aborted at shutdown: its receiver
+    // would otherwise keep the lease manager from releasing the lease.
+    let mirror = {
         let mut leader = leader.clone();
         let flag = leader_flag.clone();
         let telemetry = telemetry.clone();
@@ -241,8 +242,8 @@ pub async fn run(
                     return;
                 }
             }
-        });
-    }
+        })
+    };
     let mut workers: HashMap<ScalerKey, Arc<Notify>> = HashMap::new();
     let mut tasks = tokio::task::JoinSet::new();
     let mut by_target: HashMap<(String, String), BTreeSet<ScalerKey>> = HashMap::new();
@@ -281,6 +282,14 @@ pub async fn run(
                     for keys in by_target.values_mut() {
                         keys.remove(&key);
                     }
+                    // Recreated under the same name while the old worker ended: start anew.
+                    if let Some(s) = caches.scalers.get(&key.namespace, &key.name) {
+                        let _ = tx.send(Message::Scaler {
+                            key: key.clone(),
+                            uid: s.metadata.uid.clone().unwrap_or_default(),
+                            target: s.spec.target_ref.name.clone(),
+                        });
+                    }
                     telemetry.scalers.set(workers.len() as i64);
                 }
             }
@@ -289,6 +298,7 @@ pub async fn run(
     for w in watches {
         w.abort();
     }
+    mirror.abort();
     // Passes in flight finish (a pass is never cut between its writes); then the caller may
     // release the lease.
     drop(shared);
@@ -366,15 +376,31 @@ async fn worker_task(
                     let started = Instant::now();
                     schedule.ran(started, forward, current);
                     let span = tracing::info_span!("pass", scaler = %key, forward);
-                    let report = worker
-                        .pass(&shared.cluster, &shared.source, jiff::Timestamp::now())
-                        .instrument(span.clone())
-                        .await;
+                    let pass = std::panic::AssertUnwindSafe(worker.pass(
+                        &shared.cluster,
+                        &shared.source,
+                        jiff::Timestamp::now(),
+                    ))
+                    .catch_unwind()
+                    .instrument(span.clone())
+                    .await;
+                    let Ok(report) = pass else {
+                        // A bug in one pass must not stop a scaler for good: start again from
+                        // status at the next pass.
+                        tracing::error!(scaler = %key, "a pass panicked; the worker starts again from status");
+                        worker.reset();
+                        continue;
+                    };
                     let seconds = started.elapsed().as_secs_f64();
                     shared.telemetry.observe(&key, &report, seconds);
                     log_pass(&span, &key, &report);
                     if let Some(plan) = &report.plan {
-                        roles = plan.roles.iter().map(|r| r.name.clone()).collect();
+                        let now: Vec<String> = plan.roles.iter().map(|r| r.name.clone()).collect();
+                        // Series of roles that left the spec go with them.
+                        let gone: Vec<String> =
+                            roles.iter().filter(|r| !now.contains(r)).cloned().collect();
+                        shared.telemetry.forget(&key, &gone);
+                        roles = now;
                     }
                     if report.gone {
                         break 'leadership;

@@ -4,13 +4,16 @@
 //! retried and never half-applied), then the status only when the core asks for it (D23), then
 //! the events. The finalizer makes a deleted scaler release its binding before it goes.
 
-use jiff::Timestamp;
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
 use mds_api::ModelDeploymentScaler;
 use mds_api::defaults::default_spec;
 use mds_api::status::ModelDeploymentScalerStatus;
-use mds_core::{Input, Memory, Scaler, Target, WriteKind, reconcile};
+use mds_api::target::ModelDeployment;
+use mds_core::{Input, Memory, RefusedWrite, Scaler, Target, WriteKind, reconcile};
 use mds_planner::Plan;
-use mds_signals::SampleStore;
+use mds_signals::{RoleObservation, SampleStore};
 
 use crate::facts::instance_facts;
 use crate::ports::{Cluster, MetricsSource, ScalerKey, WriteError};
@@ -31,17 +34,64 @@ pub struct PassReport {
     pub write: Option<(WriteKind, Result<(), WriteError>)>,
     /// The status write, when the core asked for one.
     pub status: Option<Result<(), WriteError>>,
+    /// This pass's scrapes (none when the last sampling was reused).
     pub scrapes: Vec<ScrapeResult>,
     /// A problem that stopped the pass before the core, or the target's engine problem.
     pub problem: Option<String>,
+}
+
+/// An object this worker wrote, and the resource version it replaced: while the watch cache
+/// still shows that version, the written object is the truth.
+#[derive(Debug)]
+struct Written<K> {
+    replaced: Option<String>,
+    object: K,
+}
+
+/// The object to plan from, and the version the cache shows when it is our own write the
+/// cache has not seen yet.
+fn newest<K: kube::Resource + Clone>(
+    cached: &K,
+    written: &Option<Written<K>>,
+) -> (K, Option<Option<String>>) {
+    match written {
+        Some(w) if w.replaced == cached.meta().resource_version => {
+            (w.object.clone(), Some(w.replaced.clone()))
+        }
+        _ => (cached.clone(), None),
+    }
+}
+
+/// A refused commit, held while neither the scaler spec nor the target changes.
+#[derive(Debug)]
+struct Refusal {
+    write: RefusedWrite,
+    scaler_generation: Option<i64>,
+    target_generation: Option<i64>,
+}
+
+/// The last sampling, reused by passes that come before the interval is over (the spec: the
+/// sampler does not scrape a target again before the interval has passed).
+#[derive(Debug)]
+struct LastSampling {
+    at: Timestamp,
+    observations: BTreeMap<String, RoleObservation>,
+    problem: Option<String>,
 }
 
 /// One scaler's worker and its memory between passes.
 #[derive(Debug)]
 pub struct Worker {
     pub key: ScalerKey,
+    /// The scaler object the memory belongs to: a scaler recreated under the same name
+    /// starts fresh.
+    uid: Option<String>,
     memory: Memory,
     samples: SampleStore,
+    sampling: Option<LastSampling>,
+    scaler_written: Option<Written<ModelDeploymentScaler>>,
+    target_written: Option<Written<ModelDeployment>>,
+    refusal: Option<Refusal>,
 }
 
 fn has_finalizer(scaler: &ModelDeploymentScaler) -> bool {
@@ -56,16 +106,20 @@ impl Worker {
     pub fn new(key: ScalerKey) -> Worker {
         Worker {
             key,
+            uid: None,
             memory: Memory::default(),
             samples: SampleStore::default(),
+            sampling: None,
+            scaler_written: None,
+            target_written: None,
+            refusal: None,
         }
     }
 
     /// Forgets everything held in memory: after a change of leader the status may have moved
     /// on, so the next pass restores from it.
     pub fn reset(&mut self) {
-        self.memory = Memory::default();
-        self.samples = SampleStore::default();
+        *self = Worker::new(self.key.clone());
     }
 
     /// Runs one pass at `now`.
@@ -80,13 +134,24 @@ impl Worker {
             report.gone = true;
             return report;
         };
-        let mut scaler: ModelDeploymentScaler = (*snapshot.scaler).clone();
+        if self.uid.is_some() && self.uid != snapshot.scaler.metadata.uid {
+            self.reset();
+        }
+        self.uid = snapshot.scaler.metadata.uid.clone();
+        let (mut scaler, mut cache_behind) = newest(snapshot.scaler.as_ref(), &self.scaler_written);
+        let target: Option<ModelDeployment> = snapshot
+            .target
+            .as_deref()
+            .map(|t| newest(t, &self.target_written).0);
         let deleting = scaler.metadata.deletion_timestamp.is_some();
         if !deleting && !has_finalizer(&scaler) {
             match cluster.set_finalizer(&scaler, true).await {
                 // The write moved the resource version: go on with the object as written, so
                 // the status write below is guarded by it.
-                Ok(written) => scaler = written,
+                Ok(written) => {
+                    cache_behind = Some(self.remember_scaler(&scaler, cache_behind, &written));
+                    scaler = written;
+                }
                 Err(e) => {
                     report.problem = Some(format!("adding the finalizer failed: {e}"));
                     return report;
@@ -96,24 +161,42 @@ impl Worker {
         let mut spec = scaler.spec.clone();
         default_spec(&mut spec);
         let status: ModelDeploymentScalerStatus = scaler.status.clone().unwrap_or_default();
-        let md = snapshot.target.as_deref();
+        let md = target.as_ref();
         report.target = md.and_then(|m| m.metadata.name.clone());
         let planning = !deleting && !spec.suspend.unwrap_or(false);
-        let mut observations = Default::default();
+        let interval = spec.interval_seconds();
+        let mut observations = BTreeMap::new();
         if let (Some(md), true) = (md, planning) {
-            let sampling = sample(
-                metrics,
-                &mut self.samples,
-                md,
-                &snapshot.pods,
-                spec.interval_seconds() as u32,
-                now,
-            )
-            .await;
-            observations = sampling.observations;
-            report.scrapes = sampling.scrapes;
-            report.problem = sampling.problem;
+            let fresh = self
+                .sampling
+                .as_ref()
+                .is_some_and(|s| now < s.at + SignedDuration::from_secs(interval));
+            if !fresh {
+                let sampling = sample(
+                    metrics,
+                    &mut self.samples,
+                    md,
+                    &snapshot.pods,
+                    interval as u32,
+                    now,
+                )
+                .await;
+                report.scrapes = sampling.scrapes;
+                self.sampling = Some(LastSampling {
+                    at: now,
+                    observations: sampling.observations,
+                    problem: sampling.problem,
+                });
+            }
+            if let Some(last) = &self.sampling {
+                observations = last.observations.clone();
+                report.problem = last.problem.clone();
+            }
         }
+        let refused = self.refusal.as_ref().filter(|r| {
+            r.scaler_generation == scaler.metadata.generation
+                && r.target_generation == md.and_then(|m| m.metadata.generation)
+        });
         let facts = md.map(|md| instance_facts(md, &snapshot.pods, snapshot.workloads.as_deref()));
         let uid = scaler.metadata.uid.clone().unwrap_or_default();
         let input = Input {
@@ -133,26 +216,52 @@ impl Worker {
             }),
             observations: &observations,
             now,
+            refused: refused.map(|r| &r.write),
         };
         // A write that does not land leaves no trace in memory: the pass is planned again.
         let before = self.memory.clone();
         let outcome = reconcile(&input, &mut self.memory);
         report.plan = outcome.plan.clone();
         let mut write_ok = true;
-        if let Some(write) = &outcome.write {
+        if let (Some(write), Some(md)) = (&outcome.write, md) {
             report.decision_id = write.decision_id.clone();
-            let target = report.target.clone().unwrap_or_default();
+            let name = report.target.clone().unwrap_or_default();
             let result = cluster
-                .patch_target(&self.key.namespace, &target, &write.ops)
+                .patch_target(&self.key.namespace, &name, &write.ops)
                 .await;
             write_ok = result.is_ok();
-            if !write_ok {
-                self.memory = before;
-            }
+            let result = match result {
+                Ok(written) => {
+                    self.target_written = Some(Written {
+                        replaced: md.metadata.resource_version.clone(),
+                        object: written,
+                    });
+                    self.refusal = None;
+                    Ok(())
+                }
+                Err(e) => {
+                    self.memory = before;
+                    if let (WriteError::Refused(message), Some(vector)) = (&e, &write.vector) {
+                        self.refusal = Some(Refusal {
+                            write: RefusedWrite {
+                                vector: vector.clone(),
+                                message: message.clone(),
+                            },
+                            scaler_generation: scaler.metadata.generation,
+                            target_generation: md.metadata.generation,
+                        });
+                    }
+                    Err(e)
+                }
+            };
             report.write = Some((write.kind, result));
         }
         if write_ok && outcome.write_status {
-            report.status = Some(cluster.write_status(&scaler, &outcome.status).await);
+            let result = cluster.write_status(&scaler, &outcome.status).await;
+            if let Ok(written) = &result {
+                self.remember_scaler(&scaler, cache_behind, written);
+            }
+            report.status = Some(result.map(|_| ()));
         }
         if write_ok {
             for event in &outcome.events {
@@ -166,5 +275,22 @@ impl Worker {
             }
         }
         report
+    }
+
+    /// Records our write of the scaler; returns the version the cache still shows. When the
+    /// object written over was itself our unseen write, the cache still shows the version
+    /// before that one.
+    fn remember_scaler(
+        &mut self,
+        before: &ModelDeploymentScaler,
+        cache_behind: Option<Option<String>>,
+        written: &ModelDeploymentScaler,
+    ) -> Option<String> {
+        let replaced = cache_behind.unwrap_or_else(|| before.metadata.resource_version.clone());
+        self.scaler_written = Some(Written {
+            replaced: replaced.clone(),
+            object: written.clone(),
+        });
+        replaced
     }
 }

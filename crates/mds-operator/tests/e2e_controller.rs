@@ -472,3 +472,54 @@ async fn a_standby_takes_over_when_the_leader_dies() {
     assert!(b.telemetry.passes.get() > 0);
     b.kill();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_shutdown_hands_the_lease_over() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use mds_operator::leader::{Election, LeaseConfig};
+    let Some((client, ns, _targets, _scalers)) = setup("graceful").await else {
+        return;
+    };
+    let lease = LeaseConfig {
+        namespace: ns.clone(),
+        name: "mds-controller".into(),
+        identity: "replica-a".into(),
+        duration_seconds: 30,
+        grace_seconds: 5,
+    };
+    let election = Election::start(client.clone(), &lease).await.unwrap();
+    let telemetry = Arc::new(Telemetry::new());
+    let (stop, shutdown) = watch::channel(false);
+    let config = ControllerConfig {
+        namespace: Some(ns.clone()),
+        target_version: TargetApiVersion::V1,
+        scrape: Default::default(),
+        max_concurrent_passes: 4,
+        instance: "replica-a".into(),
+    };
+    let (t, leader, c) = (telemetry.clone(), election.leader.clone(), client.clone());
+    let task = tokio::spawn(async move {
+        runtime::run(c, config, t, leader, shutdown).await.unwrap();
+        election.release().await;
+    });
+    eventually("replica a leads", WAIT, || async {
+        (telemetry.leader.get() == 1).then_some(())
+    })
+    .await
+    .unwrap();
+    let _ = stop.send(true);
+    tokio::time::timeout(Duration::from_secs(20), task)
+        .await
+        .expect("shutdown finishes, lease released")
+        .unwrap();
+    // Released, not left to expire: nobody holds it now, long before its 30 s run out.
+    let leases: Api<Lease> = Api::namespaced(client, &ns);
+    let held = leases
+        .get("mds-controller")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty());
+    assert_eq!(held, None);
+}

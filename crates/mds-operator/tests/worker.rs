@@ -26,6 +26,11 @@ struct World {
     pages: BTreeMap<String, String>,
     /// The next target write fails with this.
     fail_next_patch: Option<WriteError>,
+    /// Every target write fails with this.
+    refuse_patches: Option<WriteError>,
+    /// The watch cache still shows this scaler (it has not seen our last writes).
+    stale_scaler: Option<Value>,
+    fetches: usize,
     patches: Vec<Vec<PatchOp>>,
     status_writes: usize,
     events: Vec<Event>,
@@ -50,7 +55,9 @@ impl Cluster for Fake {
             return None;
         }
         Some(Snapshot {
-            scaler: Arc::new(serde_json::from_value(w.scaler.clone()).unwrap()),
+            scaler: Arc::new(
+                serde_json::from_value(w.stale_scaler.clone().unwrap_or(w.scaler.clone())).unwrap(),
+            ),
             target: Some(Arc::new(serde_json::from_value(w.target.clone()).unwrap())),
             pods: w
                 .pods
@@ -66,9 +73,9 @@ impl Cluster for Fake {
         _ns: &str,
         _name: &str,
         ops: &[PatchOp],
-    ) -> Result<(), WriteError> {
+    ) -> Result<ModelDeployment, WriteError> {
         let mut w = self.0.lock().unwrap();
-        if let Some(e) = w.fail_next_patch.take() {
+        if let Some(e) = w.fail_next_patch.take().or(w.refuse_patches.clone()) {
             return Err(e);
         }
         let patch: json_patch::Patch =
@@ -82,14 +89,14 @@ impl Cluster for Fake {
         bump(&mut doc);
         w.target = doc;
         w.patches.push(ops.to_vec());
-        Ok(())
+        Ok(serde_json::from_value(w.target.clone()).unwrap())
     }
 
     async fn write_status(
         &self,
         scaler: &ModelDeploymentScaler,
         status: &ModelDeploymentScalerStatus,
-    ) -> Result<(), WriteError> {
+    ) -> Result<ModelDeploymentScaler, WriteError> {
         let mut w = self.0.lock().unwrap();
         if w.scaler["metadata"]["resourceVersion"].as_str()
             != scaler.metadata.resource_version.as_deref()
@@ -99,7 +106,7 @@ impl Cluster for Fake {
         w.scaler["status"] = serde_json::to_value(status).unwrap();
         bump(&mut w.scaler);
         w.status_writes += 1;
-        Ok(())
+        Ok(serde_json::from_value(w.scaler.clone()).unwrap())
     }
 
     async fn set_finalizer(
@@ -134,13 +141,9 @@ impl Cluster for Fake {
 
 impl MetricsSource for Fake {
     async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
-        self.0
-            .lock()
-            .unwrap()
-            .pages
-            .get(url)
-            .cloned()
-            .ok_or(ScrapeError::Status(404))
+        let mut w = self.0.lock().unwrap();
+        w.fetches += 1;
+        w.pages.get(url).cloned().ok_or(ScrapeError::Status(404))
     }
 }
 
@@ -329,4 +332,118 @@ async fn pods_that_do_not_answer_are_scrape_errors_not_zero_load() {
     );
     let md: ModelDeployment = serde_json::from_value(f.0.lock().unwrap().target.clone()).unwrap();
     assert_eq!(md.spec.roles[0].replicas(), 2);
+}
+
+#[tokio::test]
+async fn a_pass_on_a_stale_scaler_cache_uses_what_it_wrote() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await; // finalizer + bind
+    let before_commit = f.0.lock().unwrap().scaler.clone();
+    let r = worker.pass(&f, &f, at(15)).await; // commit 2 -> 6
+    assert!(matches!(r.write, Some((WriteKind::Commit, Ok(())))));
+    let events_before = f.0.lock().unwrap().events.len();
+    // Our commit's watch event brings a pass forward before the cache saw the status write.
+    f.0.lock().unwrap().stale_scaler = Some(before_commit);
+    let r = worker.pass(&f, &f, at(16)).await;
+    assert!(r.write.is_none(), "{:?}", r.write);
+    let w = f.0.lock().unwrap();
+    assert!(
+        w.events[events_before..]
+            .iter()
+            .all(|e| e.reason != "Recovered"),
+        "a spurious lost-commit warning"
+    );
+}
+
+#[tokio::test]
+async fn a_scaler_recreated_under_the_same_name_starts_fresh() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await;
+    worker.pass(&f, &f, at(15)).await;
+    assert_eq!(replicas(&f), 6);
+    let history =
+        |f: &Fake| f.0.lock().unwrap().scaler["status"]["roles"][0]["stabilizationHistory"].clone();
+    assert!(history(&f).is_array());
+    {
+        let mut w = f.0.lock().unwrap();
+        let rv = w.scaler["metadata"]["resourceVersion"].clone();
+        w.scaler["metadata"] = json!({"name": "llm", "namespace": "ns", "uid": "scaler-2", "generation": 1, "resourceVersion": rv});
+        w.scaler.as_object_mut().unwrap().remove("status");
+        // The old binding is gone with the old scaler (its finalizer released it).
+        w.target["metadata"]["annotations"] = json!({});
+    }
+    let r = worker.pass(&f, &f, at(20)).await;
+    assert_eq!(r.write.as_ref().map(|w| w.0), Some(WriteKind::Bind));
+    let status = f.0.lock().unwrap().scaler["status"].clone();
+    assert_eq!(
+        status["roles"][0]["stabilizationHistory"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "no history of the old scaler: {status}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_commit_is_held_and_blocked_until_something_changes() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await; // bind
+    f.0.lock().unwrap().refuse_patches = Some(WriteError::Refused(
+        "the names would collide (HTTP 403)".into(),
+    ));
+    let r = worker.pass(&f, &f, at(15)).await;
+    assert!(matches!(
+        r.write,
+        Some((WriteKind::Commit, Err(WriteError::Refused(_))))
+    ));
+    // The same vector is not sent again; Blocked says why.
+    let r = worker.pass(&f, &f, at(30)).await;
+    assert!(r.write.is_none(), "retried: {:?}", r.write);
+    let blocked = {
+        let w = f.0.lock().unwrap();
+        w.scaler["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Blocked")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(blocked["status"], "True");
+    assert!(
+        blocked["message"]
+            .as_str()
+            .unwrap()
+            .contains("names would collide"),
+        "{blocked}"
+    );
+    // A spec edit releases the hold.
+    {
+        let mut w = f.0.lock().unwrap();
+        w.refuse_patches = None;
+        w.scaler["metadata"]["generation"] = json!(2);
+    }
+    let r = worker.pass(&f, &f, at(45)).await;
+    assert!(matches!(r.write, Some((WriteKind::Commit, Ok(())))));
+}
+
+#[tokio::test]
+async fn a_pass_within_the_interval_does_not_scrape_again() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await;
+    let fetched = f.0.lock().unwrap().fetches;
+    assert_eq!(fetched, 2);
+    let r = worker.pass(&f, &f, at(3)).await;
+    assert!(r.scrapes.is_empty());
+    assert_eq!(
+        f.0.lock().unwrap().fetches,
+        2,
+        "scraped again within the interval"
+    );
+    worker.pass(&f, &f, at(15)).await;
+    assert_eq!(f.0.lock().unwrap().fetches, 4);
 }

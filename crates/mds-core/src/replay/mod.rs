@@ -233,6 +233,7 @@ pub fn replay(
             }),
             observations: &observations,
             now,
+            refused: None,
         };
         let outcome = reconcile(&input, &mut memory);
         let rejected = match &outcome.write {

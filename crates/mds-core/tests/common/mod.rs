@@ -84,6 +84,8 @@ pub struct World {
     pub ready: Option<BTreeSet<(String, i32)>>,
     pub observations: BTreeMap<String, RoleObservation>,
     pub memory: Memory,
+    /// A refused commit the shell passes back (while nothing changed).
+    pub refused: Option<mds_core::RefusedWrite>,
     pub deleting: bool,
     pub now: i64,
     /// Every write that reached the target.
@@ -105,6 +107,7 @@ impl World {
             ready: None,
             observations: BTreeMap::new(),
             memory: Memory::default(),
+            refused: None,
             deleting: false,
             now: 0,
             applied: vec![],
@@ -202,6 +205,7 @@ impl World {
             }),
             observations: &self.observations,
             now: t(self.now),
+            refused: self.refused.as_ref(),
         };
         reconcile(&input, memory)
     }

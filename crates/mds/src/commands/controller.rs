@@ -73,6 +73,13 @@ pub struct Args {
     /// Per-Pod budget for reading an engine's /metrics page, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=60000))]
     pub scrape_timeout_ms: u64,
+    /// Accept any certificate from engines that serve /metrics over https (their Pod IPs are
+    /// rarely in their certificates). Prefer --scrape-ca-file.
+    #[arg(long)]
+    pub scrape_tls_insecure: bool,
+    /// A PEM CA bundle trusted for engines that serve /metrics over https.
+    #[arg(long, value_name = "FILE")]
+    pub scrape_ca_file: Option<PathBuf>,
     /// Engine pages read at once across all scalers.
     #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub scrape_concurrency: u64,
@@ -249,12 +256,20 @@ async fn serve(args: &Args) -> Result<(), String> {
     } else {
         Election::single()
     };
+    let ca_pem = match &args.scrape_ca_file {
+        Some(path) => {
+            Some(std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?)
+        }
+        None => None,
+    };
     let config = ControllerConfig {
         namespace: args.namespace.clone(),
         target_version: TargetApiVersion::parse(&args.target_api_version).unwrap_or_default(),
         scrape: ScrapeConfig {
             timeout: Duration::from_millis(args.scrape_timeout_ms),
             concurrency: args.scrape_concurrency as usize,
+            tls_insecure: args.scrape_tls_insecure,
+            ca_pem,
             ..ScrapeConfig::default()
         },
         max_concurrent_passes: args.max_concurrent_passes as usize,
