@@ -46,7 +46,7 @@ impl<'a, 'p> Families<'a, 'p> {
             .map(move |&i| &page.samples[i as usize])
     }
 
-    fn children(&self, name: &str, collapse: PidCollapse) -> Vec<Child> {
+    fn children(&self, name: &str, collapse: PidCollapse) -> Vec<Child<'_>> {
         children_of(self.page, self.samples(name), collapse)
     }
 }
