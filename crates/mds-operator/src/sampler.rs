@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use mds_api::target::ModelDeployment;
 use mds_signals::scrape::{self, ScrapeTarget};
-use mds_signals::{PodReading, RoleInputs, RoleObservation, SampleStore, engine, exposition};
+use mds_signals::{PodReading, RoleInputs, RoleObservation, SampleStore, engine};
 
 use crate::facts::{pod_facts, restart_count};
 use crate::ports::{MetricsSource, ScrapeError};
@@ -79,8 +79,8 @@ pub async fn sample<M: MetricsSource>(
     for (role, uid, seconds, page) in pages {
         let error = match page {
             Ok(text) => {
-                let page = exposition::parse(&text);
-                let engine_sample = engine::read(engine_kind, &page);
+                // Only the families the adapter reads are parsed; no notes for inspection.
+                let engine_sample = engine::read_text(engine_kind, &text);
                 let restarts = restarts.get(uid.as_str()).copied().flatten();
                 let reading = store.record(engine_kind, &uid, restarts, engine_sample, now);
                 readings.entry(role).or_default().push(reading);

@@ -8,6 +8,14 @@
 
 use std::borrow::Cow;
 
+mod number;
+mod select;
+
+#[cfg(test)]
+use number::fast_decimal;
+pub use number::parse_value;
+pub use select::{Interest, Take, parse_families};
+
 /// The declared type of a metric family (`# TYPE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetricType {
@@ -64,6 +72,8 @@ pub struct Page<'a> {
     /// `# HELP` texts in page order (escapes left as written).
     pub helps: Vec<(&'a str, &'a str)>,
     pub skipped: Vec<SkippedLine>,
+    /// Sample lines [`parse_families`] set aside unparsed: (line number, name, line).
+    set_aside: Vec<(u32, &'a str, &'a str)>,
 }
 
 impl<'a> Page<'a> {
@@ -100,6 +110,9 @@ impl<'a> Page<'a> {
 
 /// Parses a page. Never fails: bad lines land in [`Page::skipped`].
 pub fn parse(text: &str) -> Page<'_> {
+    parse_lines(text, None)
+}
+fn parse_lines<'a>(text: &'a str, mut selector: Option<select::Selector<'_, 'a>>) -> Page<'a> {
     let mut page = Page {
         // Engine pages run about 100 bytes per sample and 35 per label.
         samples: Vec::with_capacity(text.len() / 100 + 16),
@@ -119,25 +132,54 @@ pub fn parse(text: &str) -> Page<'_> {
             parse_comment(comment, &mut page);
             continue;
         }
-        let pool_start = page.label_pool.len();
-        let previous_name = page.samples.last().map_or("", |s| s.name);
-        match parse_sample(trimmed, previous_name, &mut page.label_pool) {
-            Ok((name, value)) => page.samples.push(Sample {
-                name,
-                labels: (pool_start as u32, page.label_pool.len() as u32),
-                value,
-                line: line_no,
-            }),
+        if let Some(selector) = &mut selector {
+            match selector.interest(trimmed) {
+                Interest::Parse => {}
+                Interest::Skip => continue,
+                Interest::Later => {
+                    page.set_aside.push((line_no, selector.name(), trimmed));
+                    continue;
+                }
+            }
+        }
+        page.push_sample_line(line_no, trimmed);
+    }
+    page
+}
+
+impl<'a> Page<'a> {
+    /// Parses one sample line (blanks trimmed) into the page, or records why it is skipped.
+    /// Returns whether it was a sample.
+    fn push_sample_line(&mut self, line_no: u32, line: &'a str) -> bool {
+        let pool_start = self.label_pool.len();
+        let previous_name = self.samples.last().map_or("", |s| s.name);
+        match parse_sample(line, previous_name, &mut self.label_pool) {
+            Ok((name, value)) => {
+                self.samples.push(Sample {
+                    name,
+                    labels: (pool_start as u32, self.label_pool.len() as u32),
+                    value,
+                    line: line_no,
+                });
+                true
+            }
             Err(reason) => {
-                page.label_pool.truncate(pool_start);
-                page.skipped.push(SkippedLine {
+                self.label_pool.truncate(pool_start);
+                self.skipped.push(SkippedLine {
                     line: line_no,
                     reason,
                 });
+                false
             }
         }
     }
-    page
+}
+
+/// Whether `bytes` starts with the whole metric name `name` (not a longer name it prefixes).
+fn starts_with_name(bytes: &[u8], name: &str) -> bool {
+    !name.is_empty()
+        && bytes.starts_with(name.as_bytes())
+        && !bytes.get(name.len()).copied().is_some_and(is_name_char)
 }
 
 /// The lines of `text` split at '\n' (a vectorised search; `str::split` scans a word at a
@@ -229,13 +271,7 @@ fn parse_sample<'a>(
     let bytes = line.as_bytes();
     // Children of one family come in runs: when the line repeats the previous sample's name
     // (already validated), a prefix compare replaces the byte-by-byte scan.
-    let repeated = !previous_name.is_empty()
-        && bytes.starts_with(previous_name.as_bytes())
-        && !bytes
-            .get(previous_name.len())
-            .copied()
-            .is_some_and(is_name_char);
-    let mut pos = if repeated {
+    let mut pos = if starts_with_name(bytes, previous_name) {
         previous_name.len()
     } else if is_name_start(bytes[0]) {
         name_end(bytes, 1)
@@ -270,91 +306,6 @@ fn parse_sample<'a>(
         }
     }
     Ok((name, value))
-}
-
-fn parse_value(text: &str) -> Option<f64> {
-    fast_decimal(text.as_bytes()).or_else(|| {
-        // Rust's float grammar accepts "NaN", "+Inf", "-inf", "Infinity" in any case and
-        // exponents; it refuses hex, underscores and empty strings.
-        text.parse::<f64>().ok()
-    })
-}
-
-const POWERS_OF_TEN: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
-
-/// Clinger's fast path: a decimal with at most 15 significant digits and a power of ten up to
-/// 22 is one exact integer times or divided by one exact power of ten, so a single IEEE
-/// operation rounds it correctly. Anything else returns `None` for the general parser.
-fn fast_decimal(bytes: &[u8]) -> Option<f64> {
-    let (negative, mut pos) = match bytes.first()? {
-        b'-' => (true, 1),
-        b'+' => (false, 1),
-        _ => (false, 0),
-    };
-    let mut mantissa: u64 = 0;
-    let mut digits = 0u32;
-    let mut exponent: i32 = 0;
-    let mut seen_digit = false;
-    let mut seen_point = false;
-    // Integer and fraction digits in one loop; each fraction digit lowers the exponent.
-    while let Some(&b) = bytes.get(pos) {
-        match b {
-            b'0'..=b'9' => {
-                seen_digit = true;
-                if mantissa != 0 || b != b'0' {
-                    mantissa = mantissa * 10 + u64::from(b - b'0');
-                    digits += 1;
-                    if digits > 15 {
-                        return None;
-                    }
-                }
-                if seen_point {
-                    exponent -= 1;
-                }
-            }
-            b'.' if !seen_point => seen_point = true,
-            _ => break,
-        }
-        pos += 1;
-    }
-    if !seen_digit {
-        return None;
-    }
-    if let Some(b'e' | b'E') = bytes.get(pos) {
-        pos += 1;
-        let (sign, start) = match bytes.get(pos) {
-            Some(b'-') => (-1, pos + 1),
-            Some(b'+') => (1, pos + 1),
-            _ => (1, pos),
-        };
-        let exp_digits = bytes.get(start..)?;
-        if exp_digits.is_empty()
-            || exp_digits.len() > 3
-            || !exp_digits.iter().all(u8::is_ascii_digit)
-        {
-            return None;
-        }
-        let value: i32 = exp_digits
-            .iter()
-            .fold(0, |acc, b| acc * 10 + i32::from(b - b'0'));
-        exponent += sign * value;
-        pos = bytes.len();
-    }
-    if pos != bytes.len() {
-        return None;
-    }
-    let magnitude = mantissa as f64;
-    let value = match exponent {
-        0 => magnitude,
-        1..=22 => magnitude * POWERS_OF_TEN[exponent as usize],
-        -22..=-1 => magnitude / POWERS_OF_TEN[(-exponent) as usize],
-        _ if mantissa == 0 => 0.0,
-        _ => return None,
-    };
-    Some(if negative { -value } else { value })
 }
 
 /// Parses `name="value",...}` starting after `{`; returns the position after `}`.
@@ -397,7 +348,9 @@ fn parse_labels<'a>(
             // Jump to the next quote or backslash; most values are short and have neither
             // inside, so look at a few bytes before paying for a vectorised search.
             let rest = &bytes[pos.min(bytes.len())..];
-            let near = rest.iter().take(16).position(|&b| b == b'"' || b == b'\\');
+            let near = rest[..rest.len().min(16)]
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\');
             let found = match near {
                 Some(offset) => Some(offset),
                 None if rest.len() <= 16 => None,

@@ -2,12 +2,43 @@
 //! or pipeline-parallel ranks or by several processes count once; data-parallel schedulers
 //! (vLLM `engine`, SGLang `dp_rank`) are different work and all count.
 
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
+use std::ops::Range;
 
-use crate::exposition::{Page, Sample};
+use crate::exposition::{Label, Page, Sample};
 
-/// Labels that only say which copy of a scheduler's state a child is.
-const DUPLICATE_AXES: [&str; 4] = ["tp_rank", "pp_rank", "moe_ep_rank", "pid"];
+/// Whether a label is part of a child's identity: not one of the duplicate axes, which only
+/// say which copy of a scheduler's state a child is, and not the priority.
+fn is_identity(name: &str) -> bool {
+    !matches!(
+        name,
+        "tp_rank" | "pp_rank" | "moe_ep_rank" | "pid" | "priority"
+    )
+}
+
+/// The byte order of two strings, as `str::cmp`. Label names and values are a few bytes
+/// long: a loop is cheaper than the library call `str::cmp` makes.
+fn cmp_short(a: &str, b: &str) -> Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let common = a.len().min(b.len());
+    for i in 0..common {
+        if a[i] != b[i] {
+            return a[i].cmp(&b[i]);
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+/// The order of two sorted identities, as the order of `[(name, value)]` slices.
+fn cmp_identity(a: &[(&str, &str)], b: &[(&str, &str)]) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let order = cmp_short(x.0, y.0).then_with(|| cmp_short(x.1, y.1));
+        if order.is_ne() {
+            return order;
+        }
+    }
+    a.len().cmp(&b.len())
+}
 
 /// How `pid` copies of a gauge collapse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,32 +49,84 @@ pub enum PidCollapse {
     Max,
 }
 
-/// One surviving child: its identity labels (duplicate axes removed, sorted) and value.
+/// One surviving child: the labels of a sample that speaks for it, borrowed from the page,
+/// and its value. Its identity is those labels without the duplicate axes and `priority`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Child {
-    pub labels: Vec<(String, String)>,
+pub struct Child<'a> {
+    labels: &'a [Label<'a>],
     pub value: f64,
 }
 
-impl Child {
-    pub fn label(&self, name: &str) -> Option<&str> {
+impl<'a> Child<'a> {
+    /// An identity label's value (`None` for duplicate axes and `priority`).
+    pub fn label(&self, name: &str) -> Option<&'a str> {
+        if !is_identity(name) {
+            return None;
+        }
         self.labels
             .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+            .find(|l| l.name == name)
+            .map(|l| l.value.as_ref())
     }
 
-    /// The identity labels without `le`, as a stable key: `dp_rank=1,mode=input`.
+    /// The identity labels, sorted by name.
+    pub fn identity(&self) -> Vec<(&'a str, &'a str)> {
+        let mut identity: Vec<(&'a str, &'a str)> = self
+            .labels
+            .iter()
+            .filter(|l| is_identity(l.name))
+            .map(|l| (l.name, l.value.as_ref()))
+            .collect();
+        identity.sort_unstable();
+        identity
+    }
+
+    /// The identity labels without `skip`, as a stable key: `dp_rank=1,mode=input`.
     pub fn key_without(&self, skip: &str) -> String {
         let mut key = String::new();
-        push_label_key(
-            &mut key,
-            self.labels
-                .iter()
-                .filter(|(n, _)| n != skip)
-                .map(|(n, v)| (n.as_str(), v.as_str())),
-        );
+        self.write_key_without(skip, &mut key);
         key
+    }
+
+    /// Whether `other` prints the same labels in the same order, `skip` aside; then both have
+    /// the same key without `skip`, and building it again can be spared.
+    pub fn same_labels_without(&self, other: &Child, skip: &str) -> bool {
+        self.labels.len() == other.labels.len()
+            && self
+                .labels
+                .iter()
+                .zip(other.labels)
+                .all(|(a, b)| a.name == b.name && (a.name == skip || a.value == b.value))
+    }
+
+    /// [`Child::key_without`] into a reused buffer (cleared first).
+    pub fn write_key_without(&self, skip: &str, key: &mut String) {
+        key.clear();
+        // Identities hold a handful of labels: sort them on the stack, a Vec only past that.
+        const ON_STACK: usize = 16;
+        let mut stack = [("", ""); ON_STACK];
+        let mut heap = Vec::new();
+        let mut count = 0;
+        for label in self.labels {
+            if is_identity(label.name) && label.name != skip {
+                let pair = (label.name, label.value.as_ref());
+                match stack.get_mut(count) {
+                    Some(slot) => *slot = pair,
+                    None => heap.push(pair),
+                }
+                count += 1;
+            }
+        }
+        let sorted: &mut [(&str, &str)] = if count <= ON_STACK {
+            &mut stack[..count]
+        } else {
+            heap.splice(0..0, stack);
+            &mut heap
+        };
+        // Names are unique within a sample: ordering by name orders the pairs.
+        sorted.sort_unstable_by(|a, b| cmp_short(a.0, b.0));
+        key.reserve(sorted.iter().map(|(n, v)| n.len() + v.len() + 2).sum());
+        push_label_key(key, sorted.iter().copied());
     }
 }
 
@@ -60,19 +143,8 @@ pub fn push_label_key<'a>(key: &mut String, labels: impl Iterator<Item = (&'a st
     }
 }
 
-fn rank_of(page: &Page<'_>, sample: &Sample<'_>, axis: &str) -> u64 {
-    page.label(sample, axis)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Identity labels (sorted) of a scheduler's state, borrowed from the page.
-type Identity<'a> = Vec<(&'a str, &'a str)>;
-/// `(pp_rank, tp_rank)` → the `pid` copies at that rank, in page order.
-type CopiesByRank<'a> = BTreeMap<(u64, u64), Vec<(Option<&'a str>, f64)>>;
-
 /// Applies the rank rule to the samples named `name` on `page`.
-pub fn children(page: &Page<'_>, name: &str, collapse: PidCollapse) -> Vec<Child> {
+pub fn children<'a>(page: &'a Page<'_>, name: &str, collapse: PidCollapse) -> Vec<Child<'a>> {
     children_of(
         page,
         page.samples.iter().filter(|s| s.name == name),
@@ -80,79 +152,241 @@ pub fn children(page: &Page<'_>, name: &str, collapse: PidCollapse) -> Vec<Child
     )
 }
 
-/// Applies the rank rule to the given samples of one family of `page`.
-pub fn children_of<'s, 'p: 's>(
-    page: &'s Page<'p>,
-    samples: impl Iterator<Item = &'s Sample<'p>>,
-    collapse: PidCollapse,
-) -> Vec<Child> {
-    let mut groups: BTreeMap<Identity<'s>, CopiesByRank<'s>> = BTreeMap::new();
-    for sample in samples {
-        // 1. Only the total of a priority breakdown counts.
-        if page
-            .label(sample, "priority")
-            .is_some_and(|p| !p.is_empty())
-        {
-            continue;
-        }
-        let mut identity: Identity<'s> = page
-            .labels(sample)
-            .iter()
-            .filter(|l| !DUPLICATE_AXES.contains(&l.name) && l.name != "priority")
-            .map(|l| (l.name, l.value.as_ref()))
-            .collect();
-        identity.sort();
-        let ranks = (
-            rank_of(page, sample, "pp_rank"),
-            rank_of(page, sample, "tp_rank"),
-        );
-        let pid = page.label(sample, "pid");
-        let copies = groups
-            .entry(identity)
-            .or_default()
-            .entry(ranks)
-            .or_default();
-        // A repeated identical series keeps the last sample.
-        copies.retain(|(p, _)| *p != pid);
-        copies.push((pid, sample.value));
-    }
-    groups
-        .into_iter()
-        .filter_map(|(labels, by_rank)| {
-            // 4. The lowest pp_rank, then the lowest tp_rank, speaks for the group.
-            let (_, copies) = by_rank.into_iter().next()?;
-            // 3. pid copies collapse; never summed.
-            let value = collapse_copies(copies.iter().map(|(_, v)| *v), collapse);
-            let labels = labels
-                .into_iter()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .collect();
-            Some(Child { labels, value })
-        })
-        .collect()
+/// One sample of a family on its way through the rule.
+struct Entry<'a> {
+    /// Its identity labels (sorted) in the family's shared buffer.
+    identity: Range<usize>,
+    /// The identity's place among the family's identities, when [`packed_keys`] found one.
+    key: u64,
+    /// `(pp_rank, tp_rank)`, 0 when absent or not a number.
+    ranks: (u64, u64),
+    /// Its place on the page, within the family.
+    order: u32,
+    pid: Option<&'a str>,
+    labels: &'a [Label<'a>],
+    value: f64,
 }
 
-/// Collapses `pid` copies. A NaN copy of a fraction is a missing reading and is left out; a
-/// NaN among counts or counters poisons the result, so the window check downstream sees it.
-fn collapse_copies(values: impl Iterator<Item = f64>, collapse: PidCollapse) -> f64 {
-    let values: Vec<f64> = values.collect();
+/// Applies the rank rule to the given samples of one family of `page`. Children come in the
+/// order of their sorted identity labels.
+pub fn children_of<'a, 'p: 'a>(
+    page: &'a Page<'p>,
+    samples: impl Iterator<Item = &'a Sample<'p>>,
+    collapse: PidCollapse,
+) -> Vec<Child<'a>> {
+    // Every identity of the family lives in one buffer: a family costs a few allocations,
+    // not one per sample.
+    let mut entries: Vec<Entry<'a>> = Vec::with_capacity(samples.size_hint().0);
+    let mut identities: Vec<(&'a str, &'a str)> = Vec::with_capacity(entries.capacity() * 3);
+    for sample in samples {
+        let labels = page.labels(sample);
+        let start = identities.len();
+        let (mut ranks, mut pid, mut priority) = ((0, 0), None, None);
+        for label in labels {
+            let value = label.value.as_ref();
+            match label.name {
+                "pp_rank" => ranks.0 = value.parse().unwrap_or(0),
+                "tp_rank" => ranks.1 = value.parse().unwrap_or(0),
+                "pid" => pid = Some(value),
+                "priority" => priority = Some(value),
+                "moe_ep_rank" => {}
+                name => identities.push((name, value)),
+            }
+        }
+        // 1. Only the total of a priority breakdown counts.
+        if priority.is_some_and(|p| !p.is_empty()) {
+            identities.truncate(start);
+            continue;
+        }
+        // Names are unique within a sample: ordering by name orders the pairs.
+        identities[start..].sort_unstable_by(|a, b| cmp_short(a.0, b.0));
+        entries.push(Entry {
+            identity: start..identities.len(),
+            key: 0,
+            ranks,
+            order: entries.len() as u32,
+            pid,
+            labels,
+            value: sample.value,
+        });
+    }
+    // 2. Group by identity, in identity order, then by ranks and page order.
+    let keyed = packed_keys(&identities, &mut entries);
+    let identity = |i: u32| &identities[entries[i as usize].identity.clone()];
+    let same_identity = |a: u32, b: u32| match keyed {
+        Some(_) => entries[a as usize].key == entries[b as usize].key,
+        None => cmp_identity(identity(a), identity(b)).is_eq(),
+    };
+    let sorted = sorted_order(&entries, keyed, |a, b| {
+        cmp_identity(identity(a), identity(b))
+    });
+    let mut kids = Vec::new();
+    let mut rest = sorted.as_slice();
+    while let Some(&first) = rest.first() {
+        let group = rest
+            .iter()
+            .position(|&e| !same_identity(e, first))
+            .unwrap_or(rest.len());
+        // 4. The lowest pp_rank, then the lowest tp_rank, speaks for the group.
+        let ranks = entries[first as usize].ranks;
+        let lowest = rest[..group]
+            .iter()
+            .position(|&e| entries[e as usize].ranks != ranks)
+            .unwrap_or(group);
+        kids.push(Child {
+            labels: entries[first as usize].labels,
+            value: collapse_copies(&rest[..lowest], &entries, collapse),
+        });
+        rest = &rest[group..];
+    }
+    kids
+}
+
+/// The entries' places in identity order, then rank order, then page order. With packed
+/// keys of at most 32 bits and one rank for all, which is how engines print a family, key
+/// and page order share one integer and the sort moves nothing else.
+fn sorted_order(
+    entries: &[Entry],
+    key_bits: Option<u32>,
+    cmp_identity: impl Fn(u32, u32) -> Ordering,
+) -> Vec<u32> {
+    let one_rank = entries.windows(2).all(|w| w[0].ranks == w[1].ranks);
+    match key_bits {
+        Some(bits) if bits <= 32 && one_rank => {
+            let mut packed: Vec<u64> = entries
+                .iter()
+                .map(|e| (e.key << 32) | u64::from(e.order))
+                .collect();
+            packed.sort_unstable();
+            packed.into_iter().map(|p| p as u32).collect()
+        }
+        Some(_) => {
+            let mut sorted: Vec<u32> = (0..entries.len() as u32).collect();
+            sorted.sort_unstable_by_key(|&i| {
+                let e = &entries[i as usize];
+                (e.key, e.ranks, i)
+            });
+            sorted
+        }
+        None => {
+            let mut sorted: Vec<u32> = (0..entries.len() as u32).collect();
+            sorted.sort_unstable_by(|&a, &b| {
+                let ranks = |i: u32| entries[i as usize].ranks;
+                cmp_identity(a, b).then((ranks(a), a).cmp(&(ranks(b), b)))
+            });
+            sorted
+        }
+    }
+}
+
+/// Gives every entry a `key` whose integer order is the order of its identity, and returns
+/// the bits the keys use, when it could: when all identities have the same label names
+/// (engines print every child of a family with the same labels), each value is ranked
+/// among the distinct values at its position and the ranks are packed, first position
+/// highest. Families with mixed label names, many distinct values or too many bits fall
+/// back to comparing the strings (`None`).
+fn packed_keys(identities: &[(&str, &str)], entries: &mut [Entry]) -> Option<u32> {
+    const MAX_DISTINCT: usize = 64;
+    let Some(first) = entries.first() else {
+        return Some(0);
+    };
+    let names = &identities[first.identity.clone()];
+    let same_names = entries.iter().all(|e| {
+        let other = &identities[e.identity.clone()];
+        other.len() == names.len() && other.iter().zip(names).all(|(a, b)| a.0 == b.0)
+    });
+    if !same_names {
+        return None;
+    }
+    let mut bits = 0;
+    let mut distinct: Vec<&str> = Vec::new();
+    let mut slots: Vec<u8> = Vec::with_capacity(entries.len());
+    for position in 0..names.len() {
+        distinct.clear();
+        slots.clear();
+        let mut previous = 0;
+        for e in entries.iter() {
+            let value = identities[e.identity.start + position].1;
+            // Children of a family come in runs and cycles (every `le` of one child, then of
+            // the next): the value is mostly the previous one, the next one or the first.
+            let is = |slot: usize| distinct.get(slot) == Some(&value);
+            let slot = if is(previous) {
+                previous
+            } else if is(previous + 1) {
+                previous + 1
+            } else if let Some(slot) = distinct.iter().position(|d| *d == value) {
+                slot
+            } else if distinct.len() == MAX_DISTINCT {
+                return None;
+            } else {
+                distinct.push(value);
+                distinct.len() - 1
+            };
+            slots.push(slot as u8);
+            previous = slot;
+        }
+        let width = usize::BITS - (distinct.len() - 1).leading_zeros();
+        bits += width;
+        if bits > u64::BITS {
+            return None;
+        }
+        let mut by_value: Vec<usize> = (0..distinct.len()).collect();
+        by_value.sort_unstable_by(|a, b| cmp_short(distinct[*a], distinct[*b]));
+        let mut rank_of_slot = [0u64; MAX_DISTINCT];
+        for (rank, slot) in by_value.into_iter().enumerate() {
+            rank_of_slot[slot] = rank as u64;
+        }
+        for (e, slot) in entries.iter_mut().zip(&slots) {
+            e.key = (e.key << width) | rank_of_slot[*slot as usize];
+        }
+    }
+    Some(bits)
+}
+
+/// Collapses the `pid` copies of one group at its lowest rank, given in page order. Each pid
+/// counts at its last line (a repeated identical series keeps the last sample). A NaN copy of
+/// a fraction is a missing reading and is left out; a NaN among counts or counters poisons
+/// the result, so the window check downstream sees it. Never a sum.
+fn collapse_copies(copies: &[u32], entries: &[Entry], collapse: PidCollapse) -> f64 {
+    match copies {
+        [only] => collapse_values([entries[*only as usize].value].into_iter(), collapse),
+        _ => collapse_values(last_of_each_pid(copies, entries).into_iter(), collapse),
+    }
+}
+
+fn collapse_values(values: impl Iterator<Item = f64> + Clone, collapse: PidCollapse) -> f64 {
     match collapse {
         PidCollapse::Mean => {
-            let known: Vec<f64> = values.iter().copied().filter(|v| !v.is_nan()).collect();
-            if known.is_empty() {
+            let known = values.filter(|v| !v.is_nan());
+            let count = known.clone().count();
+            if count == 0 {
                 f64::NAN
             } else {
-                known.iter().sum::<f64>() / known.len() as f64
+                known.sum::<f64>() / count as f64
             }
         }
         PidCollapse::Max => {
-            if values.iter().any(|v| v.is_nan()) {
+            if values.clone().any(|v| v.is_nan()) {
                 f64::NAN
             } else {
-                values.into_iter().fold(f64::NEG_INFINITY, f64::max)
+                values.fold(f64::NEG_INFINITY, f64::max)
             }
         }
     }
+}
+
+/// The value at each pid's last line, ordered by those lines.
+fn last_of_each_pid(copies: &[u32], entries: &[Entry]) -> Vec<f64> {
+    let mut seen = std::collections::HashSet::new();
+    let mut values: Vec<f64> = copies
+        .iter()
+        .rev()
+        .map(|&i| &entries[i as usize])
+        .filter(|e| seen.insert(e.pid))
+        .map(|e| e.value)
+        .collect();
+    values.reverse();
+    values
 }
 
 #[cfg(test)]

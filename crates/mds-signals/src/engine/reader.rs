@@ -1,0 +1,359 @@
+//! What the adapters read with: a page indexed by series name, the rank rule per family, and
+//! the notes on which series were used or ignored and which readings are missing.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::{Counter, EngineKind, EngineSample, Histogram, Latency, SeriesUse, reads_series};
+use crate::exposition::{Page, Sample, parse_value};
+use crate::rank::{Child, PidCollapse, children_of, push_label_key};
+
+/// A page with its samples indexed by series name, so each family is found once.
+pub struct Families<'a, 'p> {
+    pub page: &'a Page<'p>,
+    index: HashMap<&'p str, Vec<u32>>,
+    /// The engine whose family list every lookup must pass (checked in debug builds), so a
+    /// series the adapter reads can never be filtered out of the page before it.
+    listed: Option<EngineKind>,
+}
+
+impl<'a, 'p> Families<'a, 'p> {
+    pub fn new(page: &'a Page<'p>) -> Self {
+        let mut index: HashMap<&'p str, Vec<u32>> = HashMap::new();
+        // Children of a family come in runs: one lookup per run, not per sample.
+        let mut start = 0;
+        while let Some(first) = page.samples.get(start) {
+            let run = page.samples[start..]
+                .iter()
+                .position(|s| s.name != first.name)
+                .unwrap_or(page.samples.len() - start);
+            let end = start + run;
+            index
+                .entry(first.name)
+                .or_default()
+                .extend(start as u32..end as u32);
+            start = end;
+        }
+        Families {
+            page,
+            index,
+            listed: None,
+        }
+    }
+
+    pub(super) fn listed(page: &'a Page<'p>, engine: EngineKind) -> Self {
+        Families {
+            listed: Some(engine),
+            ..Families::new(page)
+        }
+    }
+
+    /// Whether any sample of this series is on the page.
+    pub fn has(&self, name: &str) -> bool {
+        self.check_listed(name);
+        self.index.contains_key(name)
+    }
+
+    /// Whether any part of this histogram is on the page.
+    pub fn has_histogram(&self, base: &str) -> bool {
+        ["_bucket", "_sum", "_count"]
+            .iter()
+            .any(|suffix| self.has(&format!("{base}{suffix}")))
+    }
+
+    fn check_listed(&self, name: &str) {
+        if let Some(engine) = self.listed {
+            debug_assert!(
+                reads_series(engine, name),
+                "{name} is read but missing from the {engine:?} family list"
+            );
+        }
+    }
+
+    fn samples(&self, name: &str) -> impl Iterator<Item = &'a Sample<'p>> + use<'a, 'p, '_> {
+        self.check_listed(name);
+        let page = self.page;
+        // A slice iterator, so the rank rule can size its buffers from the count.
+        let indices = self.index.get(name).map_or(&[][..], Vec::as_slice);
+        indices.iter().map(move |&i| &page.samples[i as usize])
+    }
+
+    fn children(&self, name: &str, collapse: PidCollapse) -> Vec<Child<'a>> {
+        children_of(self.page, self.samples(name), collapse)
+    }
+}
+
+/// One page being read into an [`EngineSample`].
+pub(super) struct Reader<'a, 'p> {
+    pub families: Families<'a, 'p>,
+    pub sample: EngineSample,
+    /// Whether to record [`EngineSample::series`]: only `mds inspect-metrics` shows them.
+    notes: bool,
+}
+
+impl<'a, 'p> Reader<'a, 'p> {
+    pub fn new(families: Families<'a, 'p>, notes: bool) -> Self {
+        Reader {
+            families,
+            sample: EngineSample::default(),
+            notes,
+        }
+    }
+
+    /// Notes how a series was treated; the text is only built when notes are recorded.
+    pub fn note(&mut self, name: &str, used: bool, note: impl FnOnce() -> String) {
+        if self.notes {
+            self.sample.series.push(SeriesUse {
+                name: name.to_string(),
+                used,
+                note: note(),
+            });
+        }
+    }
+
+    pub fn lack(&mut self, reading: Option<&'static str>, why: impl FnOnce() -> String) {
+        if let Some(reading) = reading {
+            self.sample.missing.insert(reading, why());
+        }
+    }
+
+    /// Sums a gauge family after the rank rule; notes its use, and why values were left out.
+    /// `reading` names what is missing without it (none for optional gauges).
+    pub fn gauge_sum(
+        &mut self,
+        name: &str,
+        what: &str,
+        reading: Option<&'static str>,
+    ) -> Option<f64> {
+        let kids = self.families.children(name, PidCollapse::Max);
+        if kids.is_empty() {
+            self.lack(reading, || format!("{name} is not on the page"));
+            return None;
+        }
+        // A request count is finite and never negative; anything else is garbage.
+        let valid = |v: &f64| v.is_finite() && *v >= 0.0;
+        let values = kids.iter().map(|c| c.value).filter(valid);
+        let kept = values.clone().count();
+        let garbage = kids.len() - kept;
+        if kept == 0 {
+            let why = format!(
+                "every value of {name} is negative or not a number ({garbage} scheduler(s)); a request count never is"
+            );
+            self.note(name, false, || why.clone());
+            self.lack(reading, || why);
+            return None;
+        }
+        self.note(name, true, || {
+            let left_out = match garbage {
+                0 => String::new(),
+                n => format!("; {n} negative or not-a-number value(s) left out"),
+            };
+            format!("{what}: {kept} scheduler(s){left_out}")
+        });
+        Some(values.sum())
+    }
+
+    pub fn kv_fractions(&mut self, name: &str) -> bool {
+        let kids = self.families.children(name, PidCollapse::Mean);
+        if kids.is_empty() {
+            self.lack(Some(super::reading::KV_USAGE), || {
+                format!("{name} is not on the page")
+            });
+            return false;
+        }
+        // A usage fraction lies in [0, 1]; NaN, infinities and percentages are no reading.
+        self.sample.kv_usage = kids
+            .iter()
+            .map(|c| c.value)
+            .filter(|v| (0.0..=1.0).contains(v))
+            .collect();
+        let kept = self.sample.kv_usage.len();
+        let outside = kids.len() - kept;
+        if kept == 0 {
+            let why = format!(
+                "every value of {name} lies outside 0 to 1 ({outside} scheduler(s)); a usage fraction never does (a percentage?)"
+            );
+            self.note(name, false, || why.clone());
+            self.lack(Some(super::reading::KV_USAGE), || why);
+            return true;
+        }
+        self.note(name, true, || {
+            let left_out = match outside {
+                0 => String::new(),
+                n => format!("; {n} value(s) outside 0 to 1 left out"),
+            };
+            format!("KV usage: {kept} scheduler(s){left_out}")
+        });
+        true
+    }
+
+    /// Adds every child of a counter family and notes the family when it has any; `reading`
+    /// names what is missing without it.
+    pub fn counter(
+        &mut self,
+        name: &str,
+        counter: Counter,
+        note: &str,
+        reading: Option<&'static str>,
+    ) -> bool {
+        let added = self.add_counter(name, counter, |_| true);
+        if added == 0 {
+            self.lack(reading, || format!("{name} is not on the page"));
+            return false;
+        }
+        let broken = self
+            .sample
+            .counters
+            .iter()
+            .filter(|((c, _), v)| *c == counter && (!v.is_finite() || **v < 0.0))
+            .count();
+        self.note(name, true, || match broken {
+            0 => note.to_string(),
+            n => format!(
+                "{note}; {n} value(s) negative or not a number: a window over them has no rate"
+            ),
+        });
+        true
+    }
+
+    pub fn add_counter(
+        &mut self,
+        name: &str,
+        counter: Counter,
+        filter: impl Fn(&Child) -> bool,
+    ) -> usize {
+        let mut added = 0;
+        for child in self
+            .families
+            .children(name, PidCollapse::Max)
+            .into_iter()
+            .filter(|c| filter(c))
+        {
+            self.sample
+                .counters
+                .insert((counter, child.key_without("")), child.value);
+            added += 1;
+        }
+        added
+    }
+
+    pub fn add_histogram(&mut self, base: &str, latency: Latency) -> bool {
+        let buckets = self
+            .families
+            .children(&format!("{base}_bucket"), PidCollapse::Max);
+        let sums = self
+            .families
+            .children(&format!("{base}_sum"), PidCollapse::Max);
+        let counts = self
+            .families
+            .children(&format!("{base}_count"), PidCollapse::Max);
+        if buckets.is_empty() && sums.is_empty() && counts.is_empty() {
+            self.lack(Some(latency.reading()), || {
+                format!("{base} is not on the page")
+            });
+            return false;
+        }
+        // Bucket lines grouped into children by their identity without `le`; a key is
+        // allocated once per histogram child, not once per bucket line.
+        let mut grouped = Grouped::default();
+        let mut key = String::new();
+        let mut bad_bounds = 0;
+        let mut previous: Option<(&Child, usize)> = None;
+        for child in &buckets {
+            // A boundary is finite or +Inf; `NaN` or `-Inf` drops just that bucket line.
+            let Some(le) = child
+                .label("le")
+                .and_then(parse_value)
+                .filter(|le| le.is_finite() || *le == f64::INFINITY)
+            else {
+                bad_bounds += 1;
+                continue;
+            };
+            let slot = match previous {
+                Some((last, slot)) if child.same_labels_without(last, "le") => slot,
+                _ => {
+                    child.write_key_without("le", &mut key);
+                    grouped.slot(&key)
+                }
+            };
+            grouped.children[slot].1.buckets.push((le, child.value));
+            previous = Some((child, slot));
+        }
+        for child in &sums {
+            child.write_key_without("", &mut key);
+            let slot = grouped.slot(&key);
+            grouped.children[slot].1.sum = Some(child.value);
+        }
+        for child in &counts {
+            child.write_key_without("", &mut key);
+            let slot = grouped.slot(&key);
+            grouped.children[slot].1.count = Some(child.value);
+        }
+        for (key, mut histogram) in grouped.children {
+            histogram.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+            self.sample.histograms.insert((latency, key), histogram);
+        }
+        self.note(base, true, || match bad_bounds {
+            0 => format!("{latency:?} histogram"),
+            n => format!(
+                "{latency:?} histogram; {n} bucket line(s) whose le is not a number or -Inf left out"
+            ),
+        });
+        true
+    }
+
+    /// Records every `_created` gauge and `process_start_time_seconds`.
+    pub fn process_marks(&mut self) {
+        let page = self.families.page;
+        let mut labels: Vec<(&str, &str)> = Vec::new();
+        let mut marks: Vec<(String, f64)> = Vec::new();
+        for sample in &page.samples {
+            if sample.name.ends_with("_created") || sample.name == "process_start_time_seconds" {
+                // Label order on the page is not significant: key by sorted labels.
+                labels.clear();
+                labels.extend(
+                    page.labels(sample)
+                        .iter()
+                        .map(|l| (l.name, l.value.as_ref())),
+                );
+                labels.sort_unstable();
+                let length = labels
+                    .iter()
+                    .map(|(n, v)| n.len() + v.len() + 2)
+                    .sum::<usize>();
+                let mut key = String::with_capacity(sample.name.len() + length);
+                key.push_str(sample.name);
+                push_label_key(&mut key, labels.iter().copied());
+                marks.push((key, sample.value));
+            }
+        }
+        // Built from sorted, distinct keys in one pass; a repeated mark keeps its last value.
+        marks.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut distinct: Vec<(String, f64)> = Vec::with_capacity(marks.len());
+        for mark in marks {
+            match distinct.last_mut() {
+                Some(last) if last.0 == mark.0 => *last = mark,
+                _ => distinct.push(mark),
+            }
+        }
+        self.sample.process_marks = distinct.into_iter().collect();
+    }
+}
+
+/// Histogram children by key, in the order first seen.
+#[derive(Default)]
+struct Grouped {
+    children: Vec<(String, Histogram)>,
+    index: BTreeMap<String, usize>,
+}
+
+impl Grouped {
+    /// The place of the child with this key, added empty when new.
+    fn slot(&mut self, key: &str) -> usize {
+        if let Some(&slot) = self.index.get(key) {
+            return slot;
+        }
+        self.index.insert(key.to_string(), self.children.len());
+        self.children.push((key.to_string(), Histogram::default()));
+        self.children.len() - 1
+    }
+}
