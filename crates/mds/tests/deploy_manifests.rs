@@ -56,6 +56,17 @@ fn the_webhook_configurations_are_what_mds_webhook_builds_for_the_service() {
 }
 
 #[test]
+fn the_chart_carries_the_generated_crd() {
+    let name = "modeldeploymentscalers.worker.gpustack.ai.yaml";
+    let generated = std::fs::read_to_string(repo().join("deploy/crds").join(name)).unwrap();
+    let in_chart = std::fs::read_to_string(repo().join("deploy/helm/mds/crds").join(name)).unwrap();
+    assert!(
+        generated == in_chart,
+        "deploy/helm/mds/crds/{name} differs from deploy/crds/{name}; copy it over"
+    );
+}
+
+#[test]
 fn the_chart_with_default_values_renders_the_plain_manifests() {
     if skip() {
         return;
