@@ -45,7 +45,7 @@ build_helm() {
   tmp=$(mktemp -d "$cache/.build-helm.XXXXXX")
   major=${HELM_VERSION%%.*}
   pkg=helm.sh/helm/v$major
-  echo "building helm v$HELM_VERSION (a cold build takes about 6 minutes)" >&2
+  echo "building helm v$HELM_VERSION (a cold build takes 5 to 10 minutes)" >&2
   # The version flags make `helm version` report the release instead of `main`.
   (cd "$here/helm" && go build -o "$tmp/helm" \
     -ldflags "-s -w -X $pkg/internal/version.version=v$HELM_VERSION -X $pkg/internal/version.gitTreeState=clean" \
