@@ -289,7 +289,11 @@ async fn every_variant_passes_a_server_side_dry_run() {
                      "labels": deployment["spec"]["template"]["metadata"]["labels"]},
         "spec": deployment["spec"]["template"]["spec"],
     });
-    dry_run(plane, "the Deployment's Pod template", std::slice::from_ref(&pod));
+    dry_run(
+        plane,
+        "the Deployment's Pod template",
+        std::slice::from_ref(&pod),
+    );
     let mut privileged = pod;
     privileged["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] =
         json!(true);
