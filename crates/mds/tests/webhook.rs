@@ -413,10 +413,9 @@ fn with_log_format_json_every_log_line_is_a_json_object() {
             .unwrap_or_else(|_| panic!("no listening line; saw {seen:?}"));
         seen.push(line);
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    // Only the log lines matter here (the clean SIGTERM stop has its own test).
+    let _ = child.kill();
+    let _ = child.wait();
     for line in &seen {
         let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         assert!(value["level"].is_string(), "{line}");
