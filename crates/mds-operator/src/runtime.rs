@@ -225,8 +225,10 @@ pub async fn run(
             |_| {},
         ));
     }
-    // Mirror the leader state for the writers' gate.
-    {
+    // Mirror the leader state for the writers' gate. The task holds a receiver of the
+    // election, and the lease is released only once every receiver is gone, so it ends with
+    // this function (below) rather than when the election ends.
+    let mirror = {
         let mut leader = leader.clone();
         let flag = leader_flag.clone();
         let telemetry = telemetry.clone();
@@ -241,8 +243,8 @@ pub async fn run(
                     return;
                 }
             }
-        });
-    }
+        })
+    };
     let mut workers: HashMap<ScalerKey, Arc<Notify>> = HashMap::new();
     let mut tasks = tokio::task::JoinSet::new();
     let mut by_target: HashMap<(String, String), BTreeSet<ScalerKey>> = HashMap::new();
@@ -293,6 +295,8 @@ pub async fn run(
     // release the lease.
     drop(shared);
     while tasks.join_next().await.is_some() {}
+    mirror.abort();
+    let _ = mirror.await;
     Ok(())
 }
 
