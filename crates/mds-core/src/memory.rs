@@ -6,9 +6,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mds_api::quantity::{Decimal, Quantity};
 use mds_api::status::{
     Covariance, DemandSample, ModelDeploymentScalerStatus, PredictorStatus, RecommendationSample,
+    ReplicaVector,
 };
 use mds_planner::PlannerState;
-use mds_planner::state::{HISTORY_LIMIT, Kalman, RoleState};
+use mds_planner::state::{Growth, HISTORY_LIMIT, Kalman, RoleState};
 
 fn number(q: &Quantity) -> Option<f64> {
     q.value().ok().map(Decimal::to_f64)
@@ -36,6 +37,9 @@ pub fn restore(status: &ModelDeploymentScalerStatus) -> PlannerState {
             memory.record_recommendation(sample.timestamp.0, sample.replicas);
         }
         memory.last_scale_up = role.last_scale_up_time.as_ref().map(|t| t.0);
+        memory.last_growth = memory
+            .last_scale_up
+            .map(|at| restored_growth(status, &role.name, at));
     }
     for predictor in &status.predictors {
         let memory = state.roles.entry(predictor.name.clone()).or_default();
@@ -69,6 +73,29 @@ pub fn restore(status: &ModelDeploymentScalerStatus) -> PlannerState {
     state
 }
 
+/// The ordinals the role's last growth added, from the decision records that still name it;
+/// when none does, every ordinal counts (D13 then holds the latency guard a little longer
+/// after a restart, never beyond `pendingTimeoutSeconds` from that growth).
+fn restored_growth(status: &ModelDeploymentScalerStatus, role: &str, at: Timestamp) -> Growth {
+    let from_record = |baseline: &ReplicaVector, vector: &ReplicaVector, when: Option<&Time>| {
+        let (from, to) = (*baseline.get(role)?, *vector.get(role)?);
+        (to > from && when.map(|t| t.0) == Some(at)).then_some(Growth { at, from, to })
+    };
+    status
+        .pending_cohort
+        .as_ref()
+        .and_then(|c| from_record(&c.baseline_vector, &c.target_vector, c.started_at.as_ref()))
+        .or_else(|| {
+            let c = status.last_commit.as_ref()?;
+            from_record(&c.baseline_vector, &c.vector, c.timestamp.as_ref())
+        })
+        .unwrap_or(Growth {
+            at,
+            from: 0,
+            to: i32::MAX,
+        })
+}
+
 /// Writes planner memory into `status` (histories and filters of the named roles).
 pub fn persist(state: &PlannerState, status: &mut ModelDeploymentScalerStatus) {
     for role in &mut status.roles {
@@ -84,9 +111,12 @@ pub fn persist(state: &PlannerState, status: &mut ModelDeploymentScalerStatus) {
             role.last_scale_up_time = memory.last_scale_up.map(Time);
         }
     }
+    // Only roles the status reports (roles that left the spec are forgotten).
+    let reported: Vec<&str> = status.roles.iter().map(|r| r.name.as_str()).collect();
     status.predictors = state
         .roles
         .iter()
+        .filter(|(name, _)| reported.contains(&name.as_str()))
         .filter(|(_, m)| !m.demand.is_empty() || m.kalman.is_some())
         .map(|(name, m)| predictor_status(name, m))
         .collect();
@@ -137,11 +167,25 @@ mod tests {
             updated_at: t(135),
         });
         role.last_scale_up = Some(t(60));
+        role.last_growth = Some(Growth {
+            at: t(60),
+            from: 2,
+            to: 3,
+        });
         let mut status = ModelDeploymentScalerStatus {
             roles: vec![RoleStatus {
                 name: "prefill".into(),
                 ..Default::default()
             }],
+            // The growth's range comes back from the decision record that still names it.
+            last_commit: Some(mds_api::status::LastCommit {
+                decision_id: "s-t1-1800000060000".into(),
+                term: 1,
+                vector: [("prefill".to_string(), 3)].into(),
+                baseline_vector: [("prefill".to_string(), 2)].into(),
+                timestamp: Some(Time(t(60))),
+                target_generation: Some(2),
+            }),
             ..Default::default()
         };
         persist(&state, &mut status);
@@ -150,5 +194,16 @@ mod tests {
             serde_json::from_value(serde_json::to_value(&status).unwrap()).unwrap();
         let restored = restore(&status);
         assert_eq!(restored, state);
+        // Without a record naming it, every ordinal counts as that growth's.
+        let mut status = status;
+        status.last_commit = None;
+        assert_eq!(
+            restore(&status).roles["prefill"].last_growth,
+            Some(Growth {
+                at: t(60),
+                from: 0,
+                to: i32::MAX
+            })
+        );
     }
 }

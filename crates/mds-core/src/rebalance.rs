@@ -11,7 +11,7 @@
 use mds_api::ratio_feasibility::Band;
 use mds_api::spec::RebalancePolicy;
 use mds_api::status::{RebalanceStatus, ReplicaVector};
-use mds_planner::{Plan, Policy};
+use mds_planner::{Guard, Plan, Policy};
 
 /// `status.rebalance.reason` values.
 pub const RESOURCE_EXHAUSTED: &str = "ResourceExhausted";
@@ -151,6 +151,11 @@ pub fn step(
     if wants.raw <= wants.current {
         return Step::Over;
     }
+    // A cancelled transaction spent this exhaustion's donation: another needs another
+    // exhaustion (D27), which a new rollback opens.
+    if rebalance.reason.as_deref() == Some(DONATION_ATTEMPTED) {
+        return Step::Idle;
+    }
     // Releasing a donor replica is a scale-down: its guards apply.
     if facts.retirement_active || facts.cooldown_active {
         return Step::Waiting;
@@ -176,6 +181,7 @@ pub fn step(
         .get(&receiver)
         .filter(|t| !t.is_empty());
     let mut blocked = None;
+    let mut guarded = false;
     for donor in order {
         let same_pool =
             receiver_type.is_some() && facts.instance_types.get(&donor) == receiver_type;
@@ -186,6 +192,22 @@ pub fn step(
             continue;
         };
         if !same_pool || count <= role.min {
+            continue;
+        }
+        // Releasing a replica is the donor's scale-down: its guards apply (a target without a
+        // router, incomplete coverage, a decode grace...). Priority may take from a donor its
+        // algorithm holds; nothing else overrides a guard.
+        let holds = plan
+            .roles
+            .iter()
+            .find(|r| r.name == donor)
+            .is_some_and(|r| {
+                r.shrink_guards.iter().any(|g| {
+                    !(policy_kind == RebalancePolicy::Priority && *g == Guard::AlgorithmHold)
+                })
+            });
+        if holds {
+            guarded = true;
             continue;
         }
         let mut release = facts.current.clone();
@@ -201,6 +223,7 @@ pub fn step(
         blocked.get_or_insert(donor);
     }
     match blocked {
+        None if guarded => Step::Waiting,
         Some(donor) => Step::Refused {
             reason: BLOCKED,
             message: format!(

@@ -13,12 +13,13 @@ use mds_api::status::{
     RoleStatus, ScaleDownOutcome,
 };
 use mds_api::target::RoleKind;
+use mds_planner::state::Growth;
 use mds_planner::{Guards, Plan, PlanInput, PlannerState, Policy, RoleInput};
 
 use crate::conditions::{ACTIVE, BLOCKED, BOUND, Report};
 use crate::episode::{backoff_roles, rebalance_step};
 use crate::patch::{self, TargetShape};
-use crate::protocol;
+use crate::protocol::{self, RetirementState};
 use crate::records::{
     cohort, commit_observed, growth_in_flight, recover_lost_commit, resume_kept_records,
     retirement_cannot_complete, scale_down_outcome,
@@ -230,7 +231,11 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         pass.report(BOUND, false, "Suspended", message);
         pass.report(ACTIVE, false, "Suspended", message);
         // binding.term stays: the next binding must take a higher one (D19). Planner memory
-        // is restored from status when planning resumes (D29).
+        // is restored from status when planning resumes (D29), so this write carries it as
+        // it is now.
+        if let Some(planner) = memory.planner.as_ref() {
+            crate::memory::persist(planner, &mut pass.status);
+        }
         memory.planner = None;
         memory.growth_backoff = None;
         return;
@@ -284,7 +289,18 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
     {
         guards.abort_cooldown_until = last.cooldown_until.as_ref().map(|t| t.0);
     }
-    guards.retirement_active = md.status.as_ref().is_some_and(|s| s.retirement.is_some());
+    // A retirement reported anywhere, or our last scale-down still under way: GPUStack retires
+    // one ordinal at a time, so between two retirements of one joint shrink the field is
+    // briefly absent while a removed ordinal still has Pods. Released when the removed
+    // ordinals' Pods are gone (or an abort is restored).
+    let own_retirement_running = pass
+        .status
+        .last_scale_down
+        .as_ref()
+        .filter(|l| l.outcome == ScaleDownOutcome::Committed)
+        .is_some_and(|l| protocol::retirement_state(l, target) == RetirementState::Running);
+    guards.retirement_active =
+        md.status.as_ref().is_some_and(|s| s.retirement.is_some()) || own_retirement_running;
     guards.commit_unobserved = !commit_observed(pass, target);
     guards.router_missing = retirement_cannot_complete(md);
     // D18: any ordinal not admitted anywhere in the target (ours or not) blocks growth.
@@ -411,19 +427,25 @@ fn plan_roles(
         );
         return None;
     }
+    let planner = memory
+        .planner
+        .get_or_insert_with(|| crate::memory::restore(input.scaler.status));
     let roles: Vec<RoleInput> = policy
         .roles
         .iter()
         .map(|r| RoleInput {
             current: current[&r.name],
             observation: input.observations.get(&r.name).cloned(),
-            growth_in_flight: growth_in_flight(pass, target, &r.name),
+            growth_in_flight: growth_in_flight(
+                planner.roles.get(&r.name).and_then(|m| m.last_growth),
+                target,
+                &r.name,
+                input.scaler.spec.pending_timeout_seconds(),
+                input.now,
+            ),
             growth_backoff: backoff.contains(&r.name),
         })
         .collect();
-    let planner = memory
-        .planner
-        .get_or_insert_with(|| crate::memory::restore(input.scaler.status));
     let plan = mds_planner::plan(
         &PlanInput {
             policy: &policy,
@@ -522,11 +544,10 @@ pub(crate) fn commit_vector(
         });
         if let Some(planner) = memory.planner.as_mut() {
             for role in &grown {
-                planner
-                    .roles
-                    .entry((*role).clone())
-                    .or_default()
-                    .last_scale_up = Some(now);
+                let (from, to) = changes[*role];
+                let memory = planner.roles.entry((*role).clone()).or_default();
+                memory.last_scale_up = Some(now);
+                memory.last_growth = Some(Growth { at: now, from, to });
             }
         }
     }

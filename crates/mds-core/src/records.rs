@@ -2,13 +2,14 @@
 //! record and an aborted retirement's restore, records kept across a release, a commit whose
 //! status write was lost, and the facts about the target they rest on (D4, D5, D13, D22, D29).
 
-use jiff::SignedDuration;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mds_api::annotations::{DECISION_ANNOTATION, DecisionPayload};
 use mds_api::status::{
     LastCommit, PendingCohort, RebalanceStatus, ReplicaVector, ScaleDownOutcome,
 };
 use mds_planner::Guards;
+use mds_planner::state::Growth;
 
 use crate::conditions::{self, ACTIVE};
 use crate::protocol::{self, CohortState, RetirementState};
@@ -84,31 +85,23 @@ pub(crate) fn resume_kept_records(pass: &mut Pass, target: &Target) {
 }
 
 /// D13: our own growth of `role` is in flight while an ordinal our last growth commit added to
-/// it is not ready and that commit is younger than `pendingTimeoutSeconds`.
-pub(crate) fn growth_in_flight(pass: &Pass, target: &Target, role: &str) -> bool {
-    let status = &pass.status;
-    let grew = |baseline: &ReplicaVector, vector: &ReplicaVector| {
-        let (from, to) = (*baseline.get(role)?, *vector.get(role)?);
-        (to > from).then_some(from..to)
-    };
-    let last_growth = status
-        .pending_cohort
-        .as_ref()
-        .and_then(|c| {
-            Some((
-                grew(&c.baseline_vector, &c.target_vector)?,
-                c.started_at.as_ref()?,
-            ))
-        })
-        .or_else(|| {
-            let c = status.last_commit.as_ref()?;
-            Some((grew(&c.baseline_vector, &c.vector)?, c.timestamp.as_ref()?))
-        });
-    let Some((added, at)) = last_growth else {
+/// it is not ready and that commit is younger than `pendingTimeoutSeconds`. The growth is kept
+/// in planner memory, so another role's commit in between does not hide it.
+pub(crate) fn growth_in_flight(
+    growth: Option<Growth>,
+    target: &Target,
+    role: &str,
+    timeout_seconds: i64,
+    now: Timestamp,
+) -> bool {
+    let Some(growth) = growth else {
         return false;
     };
-    let timeout = pass.input.scaler.spec.pending_timeout_seconds();
-    if pass.now() >= at.0 + SignedDuration::from_secs(timeout) {
+    let young = growth
+        .at
+        .checked_add(SignedDuration::from_secs(timeout_seconds))
+        .is_ok_and(|end| now < end);
+    if !young {
         return false;
     }
     let current = target
@@ -118,7 +111,7 @@ pub(crate) fn growth_in_flight(pass: &Pass, target: &Target, role: &str) -> bool
         .iter()
         .find(|r| r.name == role)
         .map_or(0, |r| r.replicas());
-    (added.start..added.end.min(current))
+    (growth.from.max(0)..growth.to.min(current))
         .any(|o| !target.ready_ordinals.contains(&(role.to_string(), o)))
 }
 
@@ -155,7 +148,10 @@ pub(crate) fn recover_lost_commit(pass: &mut Pass, target: &Target, term: i64) {
     if baseline.is_empty() {
         return; // nothing to compare with: the commit's effects are unknown
     }
-    let at = protocol::decision_time(&decision.decision_id).unwrap_or(pass.input.now);
+    // A decision ID is text on the target: a time from it is never later than now.
+    let at = protocol::decision_time(&decision.decision_id)
+        .filter(|t| *t <= pass.input.now)
+        .unwrap_or(pass.input.now);
     let changes = protocol::changes(&baseline, &decision.vector);
     pass.status.last_commit = Some(LastCommit {
         decision_id: decision.decision_id.clone(),
@@ -231,7 +227,36 @@ pub(crate) fn scale_down_outcome(pass: &mut Pass, target: &Target, binding: &str
         restore.insert(role.clone(), removed.end);
     }
     let cooldown = pass.input.scaler.spec.cooldown_after_abort_seconds();
-    record_commit(pass, target, binding, term, &restore, WriteKind::Restore);
+    let decision = record_commit(pass, target, binding, term, &restore, WriteKind::Restore);
+    // A role whose removed ordinals already retired comes back as new replicas: track them
+    // like any growth, so they time out and roll back if they are not admitted.
+    let recreated: Vec<&String> = shrunk
+        .iter()
+        .filter(|(role, removed)| {
+            !target
+                .ordinals_with_pods
+                .iter()
+                .any(|(r, o)| r == role && removed.contains(o))
+        })
+        .map(|(role, _)| role)
+        .collect();
+    if !recreated.is_empty() {
+        // Joined to a cohort already pending (its timer goes on), else a cohort of its own.
+        let cohort = pass
+            .status
+            .pending_cohort
+            .get_or_insert_with(|| PendingCohort {
+                decision_id: decision,
+                term,
+                baseline_vector: current.clone(),
+                target_vector: current.clone(),
+                started_at: Some(Time(now)),
+            });
+        for role in recreated {
+            cohort.baseline_vector.insert(role.clone(), current[role]);
+            cohort.target_vector.insert(role.clone(), restore[role]);
+        }
+    }
     let l = pass.status.last_scale_down.as_mut().expect("present");
     l.outcome = ScaleDownOutcome::Aborted;
     l.aborted_at = Some(Time(now));
@@ -309,13 +334,24 @@ pub(crate) fn cohort(
                     *now = (*now).min(from);
                 }
             }
+            if baseline == current {
+                // Nothing left to restore (the target is already at the baseline, e.g. a pass
+                // that read a status older than our own rollback): the cohort is over.
+                pass.status.pending_cohort = None;
+                return;
+            }
             record_commit(pass, target, binding, term, &baseline, WriteKind::Rollback);
             pass.status.pending_cohort = None;
-            // A rollback that lowers a role a scale-down also lowered is not that scale-down:
-            // its record must not restore the rolled-back count after an abort.
+            // A rollback that lowers a role a scale-down also lowered after this growth is not
+            // that scale-down: its record must not restore the rolled-back count after an
+            // abort. A scale-down made before the growth counted without it, and keeps its
+            // count.
             if let Some(last) = pass.status.last_scale_down.as_mut() {
                 for (role, (from, to)) in protocol::changes(&current, &baseline) {
-                    if let Some(pre) = last.pre_scale_down_vector.get_mut(&role) {
+                    let grown_to = cohort.target_vector.get(&role).copied().unwrap_or(i32::MAX);
+                    if let Some(pre) = last.pre_scale_down_vector.get_mut(&role)
+                        && *pre >= grown_to
+                    {
                         *pre -= from - to;
                     }
                 }

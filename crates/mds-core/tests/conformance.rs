@@ -238,13 +238,23 @@ fn a_joint_shrink_is_restored_together_when_a_retirement_aborts() {
     let last = w.status.last_scale_down.clone().unwrap();
     assert_eq!(last.pre_scale_down_vector["prefill"], 4);
     assert_eq!(last.pre_scale_down_vector["decode"], 4);
-    // The retirements run one at a time; decode's aborts.
+    // The retirements run one at a time: prefill's completed (its Pods are gone), decode's
+    // aborts (its members stay).
+    w.pods.insert(("decode".into(), 3));
     w.set_retirement(Some(
         json!({"roleName": "decode", "replicaOrdinal": 3, "state": "Aborted"}),
     ));
     w.now += 15;
     let o = w.pass();
     assert_eq!(o.write.unwrap().kind, WriteKind::Restore);
+    // prefill's ordinal 3 comes back as a new replica: tracked like growth, so it times out
+    // and rolls back if it is not admitted.
+    let cohort = w
+        .status
+        .pending_cohort
+        .clone()
+        .expect("a cohort for the recreated role");
+    assert_eq!(mds_core_added(&cohort), vec![("prefill".to_string(), 3)]);
     assert_eq!(
         w.replicas(),
         [("decode".to_string(), 4), ("prefill".to_string(), 4)].into()
@@ -357,4 +367,15 @@ fn predictor_history_keeps_only_samples_inside_the_active_window() {
     assert_eq!(history.len(), 12, "{history:?}");
     let oldest = history.first().unwrap().timestamp.0;
     assert!(oldest > t(w.now) - jiff::SignedDuration::from_secs(180));
+}
+
+fn mds_core_added(cohort: &mds_api::status::PendingCohort) -> Vec<(String, i32)> {
+    cohort
+        .target_vector
+        .iter()
+        .flat_map(|(role, &to)| {
+            let from = cohort.baseline_vector.get(role).copied().unwrap_or(to);
+            (from..to).map(move |o| (role.clone(), o))
+        })
+        .collect()
 }

@@ -748,6 +748,8 @@ fn a_restore_writes_back_only_the_shrunk_role() {
     w.set_retirement(Some(
         json!({"roleName": "b", "replicaOrdinal": 2, "state": "Aborted"}),
     ));
+    // An aborted retirement keeps the instance's members.
+    w.pods.insert(("b".into(), 2));
     w.now += 15;
     assert_eq!(w.pass().write.unwrap().kind, WriteKind::Restore);
     assert_eq!(

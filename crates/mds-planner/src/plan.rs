@@ -196,6 +196,9 @@ pub struct RolePlan {
     /// What the algorithm saw.
     pub note: String,
     pub limits: Vec<Limit>,
+    /// The guards that hold this role's scale-down this pass (whether or not it wanted to
+    /// shrink): a donation, which is a scale-down, waits for them too.
+    pub shrink_guards: Vec<Guard>,
 }
 
 /// The result of a pass.
@@ -381,6 +384,7 @@ struct Moves {
     down: i32,
     up_limits: Vec<Limit>,
     down_limits: Vec<Limit>,
+    shrink_guards: Vec<Guard>,
 }
 
 fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation) -> Moves {
@@ -394,6 +398,7 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
         down: current,
         up_limits: vec![],
         down_limits: vec![],
+        shrink_guards: vec![],
     };
 
     // Growth: the lowest of the step, the scale-up window and the bound applies, and only
@@ -483,7 +488,9 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
         guards.push(Guard::DecodePostScaleUpGrace);
     }
     if !guards.is_empty() {
-        m.down_limits.extend(guards.into_iter().map(Limit::Guard));
+        m.down_limits
+            .extend(guards.iter().copied().map(Limit::Guard));
+        m.shrink_guards = guards;
         return m;
     }
     let step = policy.shrink_step(current);
@@ -611,6 +618,7 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
             algorithm_reason: rec.reason,
             note: rec.note.clone(),
             limits: vec![],
+            shrink_guards: vec![],
         })
         .collect();
     if let Some((reason, message)) = conflict(input) {
@@ -627,6 +635,9 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
     let moves: Vec<Moves> = (0..policy.roles.len())
         .map(|i| moves(input, state, i, &recs[i]))
         .collect();
+    for (r, m) in results.iter_mut().zip(&moves) {
+        r.shrink_guards = m.shrink_guards.clone();
+    }
     let comps = components(policy);
     let mut vector = current.clone();
     for (roles, ratios) in &comps {

@@ -167,6 +167,18 @@ fn quantity(
         })
 }
 
+/// A per-replica target or capacity: admission refuses nonpositive ones, and a spec that
+/// bypassed it must not divide by zero.
+fn positive(path: &str, value: Option<Decimal>) -> Result<Option<Decimal>, PolicyError> {
+    match value {
+        Some(v) if !v.is_positive() => Err(PolicyError {
+            path: path.to_string(),
+            message: format!("{v} must be a positive quantity"),
+        }),
+        other => Ok(other),
+    }
+}
+
 /// A Kalman noise: omitted or nonpositive values use the default (spec, *Predictive*).
 fn noise(path: &str, q: Option<&Quantity>, default: &str) -> Result<f64, PolicyError> {
     let value = quantity(path, q, Some(default))?.unwrap_or_default();
@@ -186,7 +198,8 @@ fn token_policy(
 ) -> Result<TokenPolicy, PolicyError> {
     let f =
         |field: &str, q: Option<&Quantity>, d: Option<&str>| -> Result<Option<f64>, PolicyError> {
-            Ok(quantity(&format!("{base}.{field}"), q, d)?.map(Decimal::to_f64))
+            let path = format!("{base}.{field}");
+            Ok(positive(&path, quantity(&path, q, d)?)?.map(Decimal::to_f64))
         };
     Ok(TokenPolicy {
         capacities: Capacities {
@@ -290,11 +303,8 @@ impl Policy {
                         &t.name,
                         format!("spec.algorithm.proportional.roleTargets[{i}].name"),
                     )?;
-                    targets[slot] = quantity(
-                        &format!("spec.algorithm.proportional.roleTargets[{i}].target"),
-                        Some(&t.target),
-                        None,
-                    )?;
+                    let path = format!("spec.algorithm.proportional.roleTargets[{i}].target");
+                    targets[slot] = positive(&path, quantity(&path, Some(&t.target), None)?)?;
                 }
                 AlgorithmPolicy::Proportional {
                     metric: p
@@ -331,7 +341,8 @@ impl Policy {
                     .as_ref()
                     .ok_or_else(|| missing("spec.algorithm.predictive.tokenThroughput"))?;
                 let cap = |field: &str, q: Option<&Quantity>| -> Result<Option<f64>, PolicyError> {
-                    Ok(quantity(&format!("{base}.{field}"), q, None)?.map(Decimal::to_f64))
+                    let path = format!("{base}.{field}");
+                    Ok(positive(&path, quantity(&path, q, None)?)?.map(Decimal::to_f64))
                 };
                 AlgorithmPolicy::Predictive(PredictivePolicy {
                     fallback: token_policy(

@@ -107,6 +107,17 @@ pub struct RoleState {
     pub kalman: Option<Kalman>,
     /// When the role last grew (decode post-scale-up grace).
     pub last_scale_up: Option<Timestamp>,
+    /// The ordinals our last growth commit added to this role (D13: while one of them is not
+    /// ready and the commit is younger than `pendingTimeoutSeconds`, the latency guard holds).
+    pub last_growth: Option<Growth>,
+}
+
+/// One growth commit of a role: when, and the ordinals it added (`from..to`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Growth {
+    pub at: Timestamp,
+    pub from: i32,
+    pub to: i32,
 }
 
 /// Keeps at most [`HISTORY_LIMIT`] entries, dropping the oldest.

@@ -147,8 +147,8 @@ fn webhook_refuses_to_start_without_what_it_needs() {
     let certs_out = certs(&dir, &[]);
     assert_eq!(certs_out.status.code(), Some(0));
     let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    // Without --no-api-lookups it reads the cluster, so a kubeconfig it cannot read stops it.
-    let kubeconfig = dir.join("missing.kubeconfig");
+    // The lookups need the cluster: a kubeconfig that is not there is named.
+    let absent = dir.join("absent.kubeconfig");
     let out = mds(&[
         "webhook",
         "--cert",
@@ -156,11 +156,11 @@ fn webhook_refuses_to_start_without_what_it_needs() {
         "--key",
         key.to_str().unwrap(),
         "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
+        absent.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("missing.kubeconfig"),
+        text(&out.stderr).contains("absent.kubeconfig"),
         "{}",
         text(&out.stderr)
     );
