@@ -298,11 +298,12 @@ pub async fn run(
     for w in watches {
         w.abort();
     }
-    mirror.abort();
     // Passes in flight finish (a pass is never cut between its writes); then the caller may
     // release the lease.
     drop(shared);
     while tasks.join_next().await.is_some() {}
+    mirror.abort();
+    let _ = mirror.await;
     Ok(())
 }
 

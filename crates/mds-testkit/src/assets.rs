@@ -95,40 +95,85 @@ fn existing(folder: &Path, name: &str) -> Result<PathBuf, Error> {
     }
 }
 
-/// The `name=path` lines build.sh prints.
-struct BuildOutput(String);
+/// The `name=path` lines a build script prints.
+struct BuildOutput {
+    script: &'static str,
+    stdout: String,
+}
 
 impl BuildOutput {
     fn path(&self, key: &str) -> Result<PathBuf, Error> {
-        self.0
+        self.stdout
             .lines()
             .find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
             .map(PathBuf::from)
             .ok_or_else(|| {
                 Error::Assets(format!(
-                    "{BUILD_SCRIPT} printed no {key}= line; it printed:\n{}",
-                    self.0
+                    "{} printed no {key}= line; it printed:\n{}",
+                    self.script, self.stdout
                 ))
             })
     }
 }
 
 fn run_build_script(what: &str) -> Result<BuildOutput, Error> {
+    run_script(BUILD_SCRIPT, what).map_err(|e| match e {
+        ScriptError::NoGo => Error::GoMissing,
+        ScriptError::Other(e) => e,
+    })
+}
+
+enum ScriptError {
+    /// The script's exit status for "Go is needed and missing".
+    NoGo,
+    Other(Error),
+}
+
+fn run_script(script: &'static str, what: &str) -> Result<BuildOutput, ScriptError> {
     // stderr is inherited so that a cold build's progress shows even under cargo test's capture.
     let output = Command::new("bash")
-        .arg(BUILD_SCRIPT)
+        .arg(script)
         .arg(what)
         .stderr(std::process::Stdio::inherit())
         .output()
-        .map_err(|e| Error::Assets(format!("cannot run bash {BUILD_SCRIPT}: {e}")))?;
+        .map_err(|e| ScriptError::Other(Error::Assets(format!("cannot run bash {script}: {e}"))))?;
     match output.status.code() {
-        Some(0) => Ok(BuildOutput(
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-        )),
-        Some(NO_GO_STATUS) => Err(Error::GoMissing),
-        _ => Err(Error::Assets(format!(
-            "{BUILD_SCRIPT} {what} failed ({}); its messages are above",
+        Some(0) => Ok(BuildOutput {
+            script,
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        }),
+        Some(NO_GO_STATUS) => Err(ScriptError::NoGo),
+        _ => Err(ScriptError::Other(Error::Assets(format!(
+            "{script} {what} failed ({}); its messages are above",
             output.status
-        ))),
+        )))),
     }
+}
+
+/// The script that builds the tools checking deploy/: helm, and cert-manager's CRDs.
+pub const DEPLOY_TOOLS_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tools/deploy-tools/build.sh"
+);
+
+fn run_deploy_tools_script(what: &str) -> Result<BuildOutput, Error> {
+    run_script(DEPLOY_TOOLS_SCRIPT, what).map_err(|e| match e {
+        ScriptError::NoGo => Error::Assets(format!(
+            "Go is needed to build the pinned helm and read cert-manager's CRDs \
+             ({DEPLOY_TOOLS_SCRIPT}), and `go` is not on PATH. Install Go, or set \
+             MDS_SKIP_E2E=1 to skip these tests"
+        )),
+        ScriptError::Other(e) => e,
+    })
+}
+
+/// The pinned `helm`, built from its Go module on first use (minutes, once).
+pub fn helm_path() -> Result<PathBuf, Error> {
+    run_deploy_tools_script("helm")?.path("helm")
+}
+
+/// The folder holding cert-manager's own `certificates.yaml` and `issuers.yaml` CRDs, taken
+/// from its pinned Go module.
+pub fn cert_manager_crds() -> Result<PathBuf, Error> {
+    run_deploy_tools_script("cert-manager-crds")?.path("cert_manager_crds")
 }

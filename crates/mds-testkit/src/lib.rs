@@ -30,7 +30,10 @@ use std::io::Write as _;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use assets::{ASSETS_VAR, Assets, BUILD_SCRIPT, SKIP_E2E_VAR, kubectl_path, skip_requested};
+pub use assets::{
+    ASSETS_VAR, Assets, BUILD_SCRIPT, DEPLOY_TOOLS_SCRIPT, SKIP_E2E_VAR, cert_manager_crds,
+    helm_path, kubectl_path, skip_requested,
+};
 pub use control_plane::{ControlPlane, START_TIMEOUT, remove_stale_data_folders};
 pub use kubeconfig::CONTEXT;
 

@@ -100,6 +100,20 @@ enum Command {
     ///
     /// Exit status: 0 written, 2 bad arguments or a file could not be read or written.
     Certs(commands::certs::Args),
+    /// Print what a GitOps tool must ignore on the targets of scalers.
+    ///
+    /// A bound target's replica counts belong to its scaler: the binding fence refuses a sync
+    /// that would restore them from Git, or touch the scaler's two annotations. This prints the
+    /// block that keeps a sync off them, for every ModelDeployment in --target: one
+    /// /spec/roles/<i>/replicas pointer per role and both annotation pointers (`~1` escapes
+    /// the `/` in the keys). For Argo CD, `spec.ignoreDifferences` of the Application plus the
+    /// `RespectIgnoreDifferences=true` sync option, without which a sync still writes the
+    /// ignored fields; for Flux, `spec.ignore` of the Kustomization. Merge the output into
+    /// that object. docs/gitops.md explains it.
+    ///
+    /// Exit status: 0 printed, 1 a ModelDeployment cannot be read or has no name or roles,
+    /// 2 the file cannot be read, is not YAML, or holds no ModelDeployment.
+    Gitops(commands::gitops::Args),
 }
 
 fn main() -> ExitCode {
@@ -115,6 +129,7 @@ fn main() -> ExitCode {
         Command::Controller(args) => commands::controller::run(&args),
         Command::Webhook(args) => commands::webhook::run(&args),
         Command::Certs(args) => commands::certs::run(&args),
+        Command::Gitops(args) => commands::gitops::run(&args),
     }
 }
 

@@ -1,5 +1,5 @@
-//! The docs run as written. Every `mds` command in a shell block of README.md, docs/REPLAY.md
-//! and docs/reference.md runs with the exit status it claims (0 unless a `# exits N` comment
+//! The docs run as written. Every `mds` command in a shell block of README.md, docs/REPLAY.md,
+//! docs/reference.md and docs/gitops.md runs with the exit status it claims (0 unless a `# exits N` comment
 //! says otherwise), every sample marked `<!-- output: mds ARGS -->` appears in that command's
 //! real output, every sample marked `<!-- lines of: FILE -->` is made of lines of FILE, and
 //! no doc points outside the repository.
@@ -11,7 +11,12 @@ use std::collections::BTreeMap;
 use common::{Scratch, mds, repo, text};
 
 /// The docs whose commands and samples are checked.
-const DOCS: [&str; 3] = ["README.md", "docs/REPLAY.md", "docs/reference.md"];
+const DOCS: [&str; 4] = [
+    "README.md",
+    "docs/REPLAY.md",
+    "docs/reference.md",
+    "docs/gitops.md",
+];
 
 /// Commands a doc may show that are not `mds` and are not run here.
 const OTHER_TOOLS: [&str; 4] = ["kubectl ", "cargo test", "cargo install", "cargo bench"];
@@ -203,6 +208,9 @@ fn docs_stay_inside_the_repository() {
         "docs/PERFORMANCE.md",
         "docs/DESIGN.md",
         "docs/SIMULATION.md",
+        "docs/operations.md",
+        "docs/webhooks.md",
+        "docs/testing.md",
     ]) {
         let markdown = std::fs::read_to_string(repo().join(doc)).unwrap();
         for (i, line) in markdown.lines().enumerate() {

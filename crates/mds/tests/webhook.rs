@@ -380,3 +380,52 @@ fn a_live_webhook_refuses_with_the_lines_mds_validate_prints_and_stops_on_sigter
     assert_eq!(server.stop(), Some(0), "SIGTERM is a clean stop");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn with_log_format_json_every_log_line_is_a_json_object() {
+    let dir = scratch("webhook-json-logs");
+    assert_eq!(certs(&dir, &[]).status.code(), Some(0));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mds"))
+        .args(["webhook", "--listen", "127.0.0.1:0", "--no-api-lookups"])
+        .args(["--log-format", "json"])
+        .arg("--cert")
+        .arg(dir.join("tls.crt"))
+        .arg("--key")
+        .arg(dir.join("tls.key"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mds webhook starts");
+    let stderr = child.stderr.take().unwrap();
+    let (found, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = found.send(line);
+        }
+    });
+    // Lines up to the one saying where it listens.
+    let mut seen = Vec::new();
+    while !seen
+        .iter()
+        .any(|l: &String| l.contains("webhooks listening"))
+    {
+        let line = lines
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no listening line; saw {seen:?}"));
+        seen.push(line);
+    }
+    // Only the log lines matter here (the clean SIGTERM stop has its own test).
+    let _ = child.kill();
+    let _ = child.wait();
+    for line in &seen {
+        let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(value["level"].is_string(), "{line}");
+    }
+    let listening: Value = serde_json::from_str(seen.last().unwrap()).unwrap();
+    assert!(
+        listening["address"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("127.0.0.1:")),
+        "{listening}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

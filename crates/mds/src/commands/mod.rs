@@ -1,6 +1,7 @@
 pub mod certs;
 pub mod controller;
 pub mod crd;
+pub mod gitops;
 pub mod inspect_metrics;
 pub mod replay;
 pub mod validate;

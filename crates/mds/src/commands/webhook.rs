@@ -48,15 +48,21 @@ pub struct Args {
     /// Milliseconds one target or scaler lookup may take before the webhook answers without it.
     #[arg(long, value_name = "MS", default_value_t = 3000, value_parser = clap::value_parser!(u64).range(100..=25_000))]
     pub lookup_timeout_ms: u64,
+    /// Log format: text lines, or one JSON object per line (as the controller's).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: super::controller::LogFormat,
 }
 
 pub fn run(args: &Args) -> ExitCode {
     // Logs go to standard error, one line per event.
-    let _ = tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .try_init();
+        .with_ansi(false);
+    let _ = match args.log_format {
+        super::controller::LogFormat::Text => logs.try_init(),
+        super::controller::LogFormat::Json => logs.json().flatten_event(true).try_init(),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
