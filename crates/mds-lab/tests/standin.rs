@@ -117,6 +117,10 @@ async fn a_two_role_target_gets_pods_workloads_and_status() {
         assert_eq!(condition(&data, "Admitted"), Some("True"), "{data}");
         assert_eq!(data["spec"]["active"], true);
         assert_eq!(data["spec"]["queueName"], "h100");
+        assert_eq!(
+            data["status"]["admission"]["clusterQueue"], "h100",
+            "{data}"
+        );
         for owner in workload.metadata.owner_references.as_ref().unwrap() {
             assert!(
                 pod_uids.contains(&owner.uid),

@@ -100,6 +100,12 @@ enum Command {
     ///
     /// Exit status: 0 written, 2 bad arguments or a file could not be read or written.
     Certs(commands::certs::Args),
+    /// A local lab to try mds without a GPU cluster: a real Kubernetes API server with a
+    /// stand-in for GPUStack, Kueue and the engines.
+    ///
+    /// `mds lab up` starts it and keeps it running until Ctrl-C; `mds lab kubectl-path` prints
+    /// the kubectl that matches it. docs/lab.md walks through it.
+    Lab(commands::lab::Args),
 }
 
 fn main() -> ExitCode {
@@ -115,6 +121,7 @@ fn main() -> ExitCode {
         Command::Controller(args) => commands::controller::run(&args),
         Command::Webhook(args) => commands::webhook::run(&args),
         Command::Certs(args) => commands::certs::run(&args),
+        Command::Lab(args) => commands::lab::run(&args),
     }
 }
 

@@ -143,7 +143,7 @@ pub fn workload_manifest(workload: &Workload) -> Value {
         "active": workload.spec.active.unwrap_or(true),
         "podSets": pod_sets,
     });
-    if let Some(queue) = &workload.spec.queue_name {
+    if let Some(queue) = queue_name(workload) {
         spec["queueName"] = json!(queue);
     }
     json!({
@@ -168,14 +168,58 @@ pub fn workload_metadata(workload: &Workload) -> Value {
     })
 }
 
-/// The Workload's `status`: its conditions, with the times the world gave them.
+/// The Workload's `status`: its conditions, with the times the world gave them, and while it
+/// holds quota the admission Kueue records (the ClusterQueue named after the queue, and one
+/// assignment per pod set with the flavor of the same name); `null` removes it in a merge
+/// patch.
 pub fn workload_status(workload: &Workload) -> Value {
     let conditions = workload
         .status
         .as_ref()
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
-    json!({"conditions": conditions})
+    let reserved = conditions
+        .iter()
+        .any(|c| c.condition_type == "QuotaReserved" && c.status == "True");
+    let queue = queue_name(workload);
+    let admission = match (reserved, &queue) {
+        (true, Some(queue)) => {
+            let assignments: Vec<Value> = workload
+                .spec
+                .pod_sets
+                .iter()
+                .map(|set| {
+                    json!({
+                        "name": set.name,
+                        "count": set.count.unwrap_or(1),
+                        "flavors": {"nvidia.com/gpu": queue},
+                    })
+                })
+                .collect();
+            json!({"clusterQueue": queue, "podSetAssignments": assignments})
+        }
+        _ => Value::Null,
+    };
+    json!({"conditions": conditions, "admission": admission})
+}
+
+/// The queue as a Kueue object name (a DNS subdomain): instance types may hold capitals or
+/// underscores, queue names may not.
+fn queue_name(workload: &Workload) -> Option<String> {
+    let raw = workload.spec.queue_name.as_deref()?;
+    let name: String = raw
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let name = name.trim_matches(|c| c == '-' || c == '.').to_string();
+    (!name.is_empty()).then_some(name)
 }
 
 /// A ModelDeployment's `status` as JSON.
@@ -220,6 +264,26 @@ mod tests {
 
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+    }
+
+    #[test]
+    fn a_workload_with_quota_records_its_admission() {
+        let mut workload: Workload = serde_json::from_value(json!({
+            "metadata": {"name": "gpustack-fnv64-0", "namespace": "serving"},
+            "spec": {"active": true, "queueName": "H100_80GB",
+                     "podSets": [{"name": "decode", "count": 2}]},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}]},
+        }))
+        .unwrap();
+        let status = workload_status(&workload);
+        assert_eq!(status["admission"]["clusterQueue"], "h100-80gb");
+        assert_eq!(status["admission"]["podSetAssignments"][0]["count"], 2);
+        assert_eq!(
+            workload_manifest(&workload)["spec"]["queueName"],
+            "h100-80gb"
+        );
+        workload.status.as_mut().unwrap().conditions[0].status = "False".into();
+        assert_eq!(workload_status(&workload)["admission"], Value::Null);
     }
 
     #[test]

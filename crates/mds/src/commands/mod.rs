@@ -2,6 +2,7 @@ pub mod certs;
 pub mod controller;
 pub mod crd;
 pub mod inspect_metrics;
+pub mod lab;
 pub mod replay;
 pub mod validate;
 pub mod webhook;
