@@ -232,7 +232,7 @@ The kubectl of the API server's version is {kubectl} (`mds lab kubectl-path` pri
 
   {kubectl} --kubeconfig {config} apply -f examples/prefill-decode-encode.yaml
   {kubectl} --kubeconfig {config} get md,mds,pods -o wide
-  mds controller --kubeconfig {config} --leader-elect=false --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0
+  mds controller --kubeconfig {config} --leader-elect=false --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081
 
 Ctrl-C stops the lab and removes its data and the kubeconfig.
 ",
