@@ -14,16 +14,14 @@
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), mds_lab::Error> {
-//! use mds_lab::{Lab, LabOptions, LoadProfile};
+//! use mds_lab::{Lab, LabOptions, load_syntax};
 //! let lab = Lab::start(LabOptions::default()).await?;
 //! lab.standin.set_quota("h100", Some(2));
-//! let load = mds_lab::parse_load_profile("constant:rps=5,prompt=512,output=128", &|_| {
-//!     Err("no files here".to_string())
-//! })
-//! .unwrap();
-//! lab.standin.set_load(Some("default"), Some("llm"), None, load);
-//! // apply a ModelDeployment with lab.plane.client(), then watch its Pods appear
-//! # let _: Option<LoadProfile> = None;
+//! let load = mds_lab::parse_load_profile("constant:rps=5,prompt=512", &load_syntax::read_file)
+//!     .expect("a valid profile");
+//! lab.standin.set_load("default", "llm", None, load);
+//! // Apply ModelDeployment default/llm with lab.plane.client(); its Pods, Workloads and status
+//! // follow, and its engines serve pages on their Pods' addresses.
 //! # Ok(()) }
 //! ```
 

@@ -86,10 +86,10 @@ impl<T: RuleValue> Rules<T> {
                     continue;
                 };
                 let serial = rule.serial;
-                if self.applied.get(&slot) != Some(&serial) {
-                    if let Err(e) = rule.value.apply(world, &key, &role) {
-                        refused.push(format!("{key} role {role}: {e}"));
-                    }
+                if self.applied.get(&slot) != Some(&serial)
+                    && let Err(e) = rule.value.apply(world, &key, &role)
+                {
+                    refused.push(format!("{key} role {role}: {e}"));
                 }
                 seen.insert(slot, serial);
             }

@@ -90,13 +90,19 @@ impl Mirror {
         let outcome = self.sync_pods(&pods, grace).await;
         let (workloads, statuses, pods) = {
             let mut state = self.shared.lock();
-            for (namespace, name, world_uid, server_uid) in outcome.adopted {
-                let current = state.world.all_pods().into_iter().find(|p| {
-                    p.metadata.namespace.as_deref() == Some(&namespace)
-                        && p.metadata.name.as_deref() == Some(&name)
-                });
-                if current.is_some_and(|p| p.metadata.uid.as_deref() == Some(&world_uid)) {
-                    let _ = state.world.set_pod_uid(&namespace, &name, &server_uid);
+            if !outcome.adopted.is_empty() {
+                // Adopt only where the world still has the Pod it was asked to create.
+                let current: BTreeMap<ObjectKey, Option<String>> = state
+                    .world
+                    .all_pods()
+                    .iter()
+                    .map(|p| (pod_key(p), p.metadata.uid.clone()))
+                    .collect();
+                for (namespace, name, world_uid, server_uid) in outcome.adopted {
+                    let key = (namespace, name);
+                    if current.get(&key) == Some(&Some(world_uid)) {
+                        let _ = state.world.set_pod_uid(&key.0, &key.1, &server_uid);
+                    }
                 }
             }
             for lost in outcome.lost {
