@@ -140,26 +140,7 @@ fn identity(args: &Args) -> String {
 }
 
 async fn shutdown_signal(tx: watch::Sender<bool>) {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let term = async move {
-            match term.as_mut() {
-                Some(t) => {
-                    t.recv().await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    super::stop_signal().await;
     tracing::info!("shutting down: finishing passes in flight, then releasing the lease");
     let _ = tx.send(true);
 }

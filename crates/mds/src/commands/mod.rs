@@ -63,3 +63,20 @@ pub fn warning_line(message: &str) -> String {
 pub fn note_line(message: &str) -> String {
     format!("mds: note: {message}\n")
 }
+
+/// Completes on Ctrl-C or SIGTERM (Kubernetes stopping the Pod).
+pub async fn stop_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let term = async move {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

@@ -189,7 +189,7 @@ async fn serve(plan: Plan) -> Result<(), String> {
         },
         ..LabOptions::default()
     };
-    let mut stop = Box::pin(stop_signal());
+    let mut stop = Box::pin(super::super::stop_signal());
     let mut lab = tokio::select! {
         started = Lab::start(options) => started.map_err(|e| e.to_string())?,
         _ = &mut stop => return Ok(()),
@@ -275,23 +275,6 @@ async fn watch(
                 lab.plane.folder().display()
             ));
         }
-    }
-}
-
-/// Ctrl-C or SIGTERM.
-async fn stop_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let term = async move {
-        match term.as_mut() {
-            Some(t) => {
-                t.recv().await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
     }
 }
 
