@@ -117,6 +117,21 @@ async fn create_md(scene: &Scene, name: &str, router: bool, roles: &[(&str, &str
     api.create(&PostParams::default(), &object).await.unwrap();
 }
 
+/// Target and scaler `llm`: one Server role at 2 replicas (bounds 1 to 8) under a load of
+/// 4,800 tokens per second, which asks for five.
+async fn server_under_load(scene: &Scene) {
+    scene.standin.set_load(&scene.ns, "llm", None, load(4.0));
+    create_md(scene, "llm", true, &[("server", "Server", 2)]).await;
+    scene
+        .scalers
+        .create(
+            &PostParams::default(),
+            &token_scaler("llm", &[("server", 1, 8)]),
+        )
+        .await
+        .unwrap();
+}
+
 async fn replicas(scene: &Scene, name: &str, role: &str) -> Option<i32> {
     let md = scene.targets.get(name).await.ok()?;
     md.spec
@@ -143,16 +158,7 @@ async fn binds_scales_up_under_load_and_down_through_a_retirement() {
     let Some(scene) = scene("scale", &[]).await else {
         return;
     };
-    scene.standin.set_load(&scene.ns, "llm", None, load(4.0));
-    create_md(&scene, "llm", true, &[("server", "Server", 2)]).await;
-    scene
-        .scalers
-        .create(
-            &PostParams::default(),
-            &token_scaler("llm", &[("server", 1, 8)]),
-        )
-        .await
-        .unwrap();
+    server_under_load(&scene).await;
     let running = start(scene.client.clone(), &scene.ns);
     // 4,800 tokens per second over 1,000 per replica: five replicas.
     wait_replicas(&scene, "llm", "server", |n| n == 5).await;
@@ -198,16 +204,7 @@ async fn growth_that_quota_never_admits_is_rolled_back() {
     let Some(scene) = scene("rollback", &[("h100", 2)]).await else {
         return;
     };
-    scene.standin.set_load(&scene.ns, "llm", None, load(4.0));
-    create_md(&scene, "llm", true, &[("server", "Server", 2)]).await;
-    scene
-        .scalers
-        .create(
-            &PostParams::default(),
-            &token_scaler("llm", &[("server", 1, 8)]),
-        )
-        .await
-        .unwrap();
+    server_under_load(&scene).await;
     let running = start(scene.client.clone(), &scene.ns);
     wait_replicas(&scene, "llm", "server", |n| n > 2).await;
     let s = scene.scalers.get("llm").await.unwrap();
@@ -400,16 +397,7 @@ async fn a_concurrent_replica_edit_fails_our_test_and_the_next_pass_replans() {
     let Some(scene) = scene("race", &[]).await else {
         return;
     };
-    scene.standin.set_load(&scene.ns, "llm", None, load(4.0));
-    create_md(&scene, "llm", true, &[("server", "Server", 2)]).await;
-    scene
-        .scalers
-        .create(
-            &PostParams::default(),
-            &token_scaler("llm", &[("server", 1, 8)]),
-        )
-        .await
-        .unwrap();
+    server_under_load(&scene).await;
     eventually("two ready engines", LONG, || async {
         let world = scene.standin.world();
         (world.all_pods().iter().filter(|p| p.ready).count() == 2).then_some(())
@@ -488,16 +476,7 @@ async fn a_standby_resumes_a_pending_cohort_from_status_and_rolls_back_on_time()
     let Some(scene) = scene("resume", &[("h100", 2)]).await else {
         return;
     };
-    scene.standin.set_load(&scene.ns, "llm", None, load(4.0));
-    create_md(&scene, "llm", true, &[("server", "Server", 2)]).await;
-    scene
-        .scalers
-        .create(
-            &PostParams::default(),
-            &token_scaler("llm", &[("server", 1, 8)]),
-        )
-        .await
-        .unwrap();
+    server_under_load(&scene).await;
     let a = replica(scene.client.clone(), &scene.ns, "replica-a");
     eventually("replica a leads", LONG, || async {
         a.leads().then_some(())
