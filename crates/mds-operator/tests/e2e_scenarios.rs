@@ -268,7 +268,8 @@ async fn an_aborted_retirement_is_restored_and_starts_the_cooldown() {
         .await
         .unwrap();
     let running = start(scene.client.clone(), &scene.ns);
-    wait_replicas(&scene, "llm", "decode", |n| n < 3).await;
+    // No wait for the shrunk count itself: the stand-in aborts at once and the restoring pass
+    // can follow within milliseconds, faster than any poll. The record is what lasts.
     let s = eventually("the abort restored", LONG, || async {
         let s = scene.scalers.get("llm").await.ok()?;
         let last = status_of(&s).last_scale_down.clone()?;
