@@ -4,6 +4,7 @@ pub mod crd;
 pub mod gitops;
 pub mod inspect_metrics;
 pub mod replay;
+pub mod service;
 pub mod validate;
 pub mod webhook;
 
