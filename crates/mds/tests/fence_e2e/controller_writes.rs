@@ -9,6 +9,8 @@ use mds_core::patch::commit;
 use mds_webhook::configuration::{DEFAULTS_WEBHOOK, FENCE_WEBHOOK};
 use serde_json::json;
 
+use crate::common::text;
+use crate::deploy_support::kubectl;
 use crate::deploy_support::webhook::target_shape;
 use crate::engine::{Engine, serve_instance};
 use crate::lab::{Lab, annotations, bound, eventually, has_decision, refusal, replicas};
@@ -106,6 +108,30 @@ async fn with_the_webhook_down_writes_are_refused_and_the_next_pass_commits_once
         .await;
     let said = refusal(answer);
     assert!(said.contains(&failed_call(DEFAULTS_WEBHOOK)), "{said}");
+    // As kubectl shows it (docs/operations.md quotes it).
+    let labelled = kubectl(
+        lab.plane,
+        &[
+            "label",
+            "modeldeployment",
+            "llm",
+            "-n",
+            &lab.namespace,
+            "team=search",
+        ],
+        None,
+    );
+    let said = text(&labelled.stderr);
+    assert!(!labelled.status.success());
+    assert!(
+        said.starts_with(&format!(
+            "Error from server (InternalError): Internal error occurred: {}: failed to call webhook: Post \"https://127.0.0.1:{}/validate/modeldeployments?timeout=10s\": dial tcp 127.0.0.1:{}: connect: connection refused",
+            failed_call(FENCE_WEBHOOK),
+            lab.webhook.port,
+            lab.webhook.port
+        )),
+        "{said}"
+    );
 
     // The load rises; the controller's commit fails the same way, and is counted.
     engine.set_running(30);
