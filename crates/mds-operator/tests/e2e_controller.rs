@@ -1,11 +1,15 @@
 //! The controller against a real kube-apiserver (mds-testkit): watches, the binding write, the
-//! status subresource, the finalizer, events, and the release on deletion. Engines and the
-//! GPUStack stand-in come in the scenario tests; here the target has no Pods, so the scaler
-//! binds, reports WaitingForMetrics and plans nothing.
+//! status subresource, the finalizer, events, the release on deletion, AlreadyBound, Shadow,
+//! suspend, a replaced target, and leader election. The target here has no Pods, so scalers
+//! bind, report WaitingForMetrics and plan nothing; scenarios under load are in
+//! e2e_scenarios.rs.
+
+mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::*;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use mds_api::ModelDeploymentScaler;
@@ -17,82 +21,6 @@ use mds_operator::telemetry::Telemetry;
 use mds_testkit::eventually;
 use serde_json::json;
 use tokio::sync::watch;
-
-const WAIT: Duration = Duration::from_secs(60);
-
-struct Running {
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-    telemetry: Arc<Telemetry>,
-    _leader: watch::Sender<bool>,
-}
-
-fn start(client: kube::Client, namespace: &str) -> Running {
-    let telemetry = Arc::new(Telemetry::new());
-    let (stop, shutdown) = watch::channel(false);
-    let (leader_tx, leader) = watch::channel(true);
-    let config = ControllerConfig {
-        namespace: Some(namespace.to_string()),
-        target_version: TargetApiVersion::V1,
-        scrape: Default::default(),
-        max_concurrent_passes: 4,
-        instance: "e2e".into(),
-    };
-    let t = telemetry.clone();
-    let task = tokio::spawn(async move {
-        runtime::run(client, config, t, leader, shutdown)
-            .await
-            .expect("the controller runs");
-    });
-    Running {
-        stop,
-        task,
-        telemetry,
-        _leader: leader_tx,
-    }
-}
-
-/// Our read model of the target carries no apiVersion and kind, so it is created as a
-/// dynamic object.
-async fn create_target(client: &kube::Client, namespace: &str, name: &str) {
-    let gvk = kube::core::GroupVersionKind::gvk("worker.gpustack.ai", "v1", "ModelDeployment");
-    let resource = kube::core::ApiResource::from_gvk(&gvk);
-    let api: Api<kube::core::DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &resource);
-    let object: kube::core::DynamicObject = serde_json::from_value(target(name)).unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap();
-}
-
-fn target(name: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": name},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
-            "roles": [{"name": "server", "kind": "Server", "replicas": 2, "instanceType": "h100"}]}
-    })
-}
-
-fn scaler(name: &str, target: &str) -> ModelDeploymentScaler {
-    serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-        "metadata": {"name": name},
-        "spec": {"targetRef": {"name": target}, "mode": "Active",
-            "sampling": {"intervalSeconds": 5},
-            "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
-            "algorithm": {"type": "Proportional", "proportional": {"metric": "QueueDepth",
-                "roleTargets": [{"name": "server", "target": "10"}]}}}
-    }))
-    .unwrap()
-}
-
-fn condition(s: &ModelDeploymentScaler, kind: &str) -> Option<(String, String)> {
-    s.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == kind)
-        .map(|c| (c.status.clone(), c.reason.clone()))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binds_reports_and_releases_on_deletion() {
@@ -183,59 +111,6 @@ async fn binds_reports_and_releases_on_deletion() {
         md.metadata.annotations
     );
     assert!(running.telemetry.encode().contains("mds_passes_total"));
-    let _ = running.stop.send(true);
-    tokio::time::timeout(WAIT, running.task)
-        .await
-        .expect("the controller stops")
-        .unwrap();
-}
-
-fn annotations(md: &ModelDeployment) -> std::collections::BTreeMap<String, String> {
-    md.metadata.annotations.clone().unwrap_or_default()
-}
-
-async fn setup(
-    name: &str,
-) -> Option<(
-    kube::Client,
-    String,
-    Api<ModelDeployment>,
-    Api<ModelDeploymentScaler>,
-)> {
-    let plane = mds_testkit::e2e()?;
-    let ns = plane.namespace(name).await.unwrap();
-    let client = plane.client();
-    let targets = Api::namespaced_with(client.clone(), &ns, &TargetApiVersion::V1);
-    let scalers = Api::namespaced(client.clone(), &ns);
-    Some((client, ns, targets, scalers))
-}
-
-async fn patch_spec(scalers: &Api<ModelDeploymentScaler>, name: &str, spec: serde_json::Value) {
-    scalers
-        .patch(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({ "spec": spec })),
-        )
-        .await
-        .unwrap();
-}
-
-async fn wait_condition(
-    scalers: &Api<ModelDeploymentScaler>,
-    name: &str,
-    kind: &str,
-    reason: &str,
-) -> ModelDeploymentScaler {
-    eventually(&format!("{name}: {kind} {reason}"), WAIT, || async {
-        let s = scalers.get(name).await.ok()?;
-        (condition(&s, kind).map(|c| c.1) == Some(reason.to_string())).then_some(s)
-    })
-    .await
-    .unwrap()
-}
-
-async fn stop(running: Running) {
     let _ = running.stop.send(true);
     tokio::time::timeout(WAIT, running.task)
         .await
@@ -360,62 +235,6 @@ async fn suspend_releases_both_annotations_and_a_replaced_target_waits_for_an_ed
     .await
     .unwrap();
     stop(running).await;
-}
-
-/// A controller with leader election on a runtime of its own, so a test can kill it outright
-/// (its tasks dropped mid-flight, the lease not released), as a crashed Pod would be.
-struct Replica {
-    runtime: Option<tokio::runtime::Runtime>,
-    telemetry: Arc<Telemetry>,
-}
-
-fn replica(client: kube::Client, namespace: &str, identity: &str) -> Replica {
-    use mds_operator::leader::{Election, LeaseConfig};
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let telemetry = Arc::new(Telemetry::new());
-    let t = telemetry.clone();
-    let (namespace, identity) = (namespace.to_string(), identity.to_string());
-    runtime.spawn(async move {
-        let lease = LeaseConfig {
-            namespace: namespace.clone(),
-            name: "mds-controller".into(),
-            identity: identity.clone(),
-            duration_seconds: 4,
-            grace_seconds: 1,
-        };
-        let election = Election::start(client.clone(), &lease).await.unwrap();
-        let (_stop, shutdown) = watch::channel(false);
-        let config = ControllerConfig {
-            namespace: Some(namespace),
-            target_version: TargetApiVersion::V1,
-            scrape: Default::default(),
-            max_concurrent_passes: 4,
-            instance: identity,
-        };
-        let _ = runtime::run(client, config, t, election.leader.clone(), shutdown).await;
-        drop(_stop);
-        election.release().await;
-    });
-    Replica {
-        runtime: Some(runtime),
-        telemetry,
-    }
-}
-
-impl Replica {
-    fn leads(&self) -> bool {
-        self.telemetry.leader.get() == 1
-    }
-
-    fn kill(mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -293,3 +293,24 @@ fn uids_assigned_by_an_api_server_are_adopted() {
     );
     assert!(world.set_pod_uid("serving", "nope", "x").is_err());
 }
+
+#[test]
+fn addresses_count_up_from_the_first_slot() {
+    let config = mds_sim::WorldConfig {
+        first_ip_slot: 253 * 5,
+        ..mds_sim::WorldConfig::default()
+    };
+    let mut world = World::new(config, t(0)).unwrap();
+    let k = world
+        .apply_deployment(target("llm", "vLLM", true, &[("server", "Server", 2, 1)]))
+        .unwrap();
+    world.advance_to(t(120)).unwrap();
+    let mut ips: Vec<String> = world
+        .pods(&k)
+        .iter()
+        .filter_map(|p| p.pod_ip.clone())
+        .collect();
+    ips.sort();
+    assert_eq!(ips, ["127.0.5.2", "127.0.5.3"]);
+    assert!(world.metrics_page_at_slot(253 * 5).is_some());
+}

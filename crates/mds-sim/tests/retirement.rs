@@ -342,3 +342,27 @@ fn a_larger_decrease_retires_one_ordinal_at_a_time() {
     assert_eq!(targets, vec![2, 1]);
     assert_eq!(world.instances(&k).len(), 1);
 }
+
+#[test]
+fn an_instance_never_admitted_is_still_aborted_without_a_router() {
+    // The faithful reading of GPUStack: the removal runs the same steps whatever the
+    // instance's admission, so without a router it ends Aborted and the held instance keeps
+    // waiting for quota.
+    let mut world = world(0);
+    world.set_quota("h100", Some(1));
+    let k = world
+        .apply_deployment(target("chat", "vLLM", false, &[("server", "Server", 2, 1)]))
+        .unwrap();
+    world.advance_to(t(10)).unwrap();
+    let waiting = world.instances(&k)[1].state;
+    assert_eq!(
+        waiting,
+        mds_sim::InstanceState::Queued,
+        "ordinal 1 waits for quota"
+    );
+    set_replicas(&mut world, &k, "server", 1);
+    let states = retirement_states(&mut world, &k, t(60));
+    assert_eq!(states, some(&["Admitted", "Aborted"]));
+    assert_eq!(retirement(&world, &k).unwrap().replica_ordinal, 1);
+    assert_eq!(world.instances(&k)[1].state, mds_sim::InstanceState::Queued);
+}

@@ -1,12 +1,11 @@
-//! A real Kubernetes control plane for end-to-end tests (dev-only; never a dependency of `mds`).
+//! The end-to-end test harness (dev-only; never a dependency of `mds`), on top of `mds-lab`.
 //!
-//! [`ControlPlane::start`] runs etcd and kube-apiserver on free 127.0.0.1 ports with freshly
-//! generated certificates, waits until they are ready and installs the ModelDeploymentScaler,
-//! ModelDeployment and Kueue Workload CRDs. The binaries come from `tools/control-plane/build.sh`
-//! (built once from pinned Go modules into a cache) or from `KUBEBUILDER_ASSETS`.
-//!
-//! A test binary shares one control plane ([`e2e`] / [`shared`]); each test takes a namespace of
-//! its own. No server outlives the test process, however it ends (see `process`).
+//! `mds-lab` starts a real etcd and kube-apiserver with our CRDs and runs the GPUStack stand-in;
+//! this crate adds what only tests need: one control plane shared by a whole test binary
+//! ([`e2e`] / [`shared`]), a namespace of its own per test ([`ControlPlane::namespace`]), the
+//! policy for machines that cannot run the tests (fail with the reason, or skip loudly with
+//! `MDS_SKIP_E2E=1`), and [`eventually`]. No server outlives the test process, however it ends
+//! (see [`process`]).
 //!
 //! ```no_run
 //! #[tokio::test]
@@ -18,24 +17,22 @@
 //! }
 //! ```
 
-mod assets;
-mod certs;
 mod control_plane;
-pub mod crds;
-mod kubeconfig;
-pub mod process;
+mod deploy_tools;
 
 use std::future::Future;
 use std::io::Write as _;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-pub use assets::{
-    ASSETS_VAR, Assets, BUILD_SCRIPT, DEPLOY_TOOLS_SCRIPT, SKIP_E2E_VAR, cert_manager_crds,
-    helm_path, kubectl_path, skip_requested,
+pub use control_plane::{CONTEXT, ControlPlane, remove_stale_data_folders};
+pub use mds_lab::{
+    ASSETS_VAR, Assets, BUILD_SCRIPT, START_TIMEOUT, crds, kubectl_path, process, standin,
 };
-pub use control_plane::{ControlPlane, START_TIMEOUT, remove_stale_data_folders};
-pub use kubeconfig::CONTEXT;
+
+/// Set to 1 to skip the end-to-end tests (with a notice) instead of building the control plane.
+pub const SKIP_E2E_VAR: &str = "MDS_SKIP_E2E";
+pub use deploy_tools::{DEPLOY_TOOLS_SCRIPT, cert_manager_crds, helm_path};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -46,42 +43,18 @@ pub enum Error {
          to skip these tests"
     )]
     GoMissing,
-    #[error("{0}")]
-    Assets(String),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
-    #[error("generating certificates: {0}")]
-    Certificates(rcgen::Error),
-    #[error("kubeconfig: {0}")]
-    Kubeconfig(String),
-    #[error(
-        "{component} did not start: {message}\n--- last lines of {component}.log ---\n{log_tail}"
-    )]
-    Start {
-        component: String,
-        message: String,
-        log_tail: String,
-    },
-    #[error("the API server refused CRD {name}: {message}")]
-    Crd { name: String, message: String },
-    #[error("{context}: {source}")]
-    Kube {
-        context: String,
-        source: kube::Error,
-    },
-    #[error("timed out after {} s waiting for {what}", timeout.as_secs())]
-    Timeout { what: String, timeout: Duration },
+    #[error(transparent)]
+    Lab(mds_lab::Error),
     #[error("the shared control plane failed to start: {0}")]
     Shared(String),
 }
 
-impl Error {
-    /// Whether a server failed because another process took its port after we probed it.
-    fn is_port_clash(&self) -> bool {
-        matches!(self, Error::Start { log_tail, .. } if log_tail.contains("address already in use"))
+impl From<mds_lab::Error> for Error {
+    fn from(error: mds_lab::Error) -> Error {
+        match error {
+            mds_lab::Error::GoMissing => Error::GoMissing,
+            other => Error::Lab(other),
+        }
     }
 }
 
@@ -120,8 +93,13 @@ pub fn e2e() -> Option<&'static ControlPlane> {
     }
 }
 
+/// Whether `MDS_SKIP_E2E=1` asks to skip end-to-end tests.
+pub fn skip_requested() -> bool {
+    std::env::var(SKIP_E2E_VAR).is_ok_and(|v| v == "1")
+}
+
 /// Whether this end-to-end test is to be skipped (`MDS_SKIP_E2E=1`); says so loudly if it is.
-/// For tests that start a control plane of their own instead of the shared one.
+/// For tests that start a control plane (or a lab) of their own instead of the shared one.
 pub fn skip_e2e() -> bool {
     if !skip_requested() {
         return false;
@@ -141,25 +119,10 @@ pub fn skip_e2e() -> bool {
 
 /// Polls `check` until it yields `Some`, for at most `timeout`: the way end-to-end tests wait for
 /// a condition (never a fixed sleep). Polls often at first, then every second at most.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T, Error>
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + timeout;
-    let mut pause = Duration::from_millis(25);
-    loop {
-        if let Some(value) = check().await {
-            return Ok(value);
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(Error::Timeout {
-                what: what.to_string(),
-                timeout,
-            });
-        }
-        tokio::time::sleep(pause.min(deadline - now)).await;
-        pause = (pause * 2).min(Duration::from_secs(1));
-    }
+    Ok(mds_lab::eventually(what, timeout, check).await?)
 }

@@ -114,6 +114,12 @@ enum Command {
     /// Exit status: 0 printed, 1 a ModelDeployment cannot be read or has no name or roles,
     /// 2 the file cannot be read, is not YAML, or holds no ModelDeployment.
     Gitops(commands::gitops::Args),
+    /// A local lab to try mds without a GPU cluster: a real Kubernetes API server with a
+    /// stand-in for GPUStack, Kueue and the engines.
+    ///
+    /// `mds lab up` starts it and keeps it running until Ctrl-C; `mds lab kubectl-path` prints
+    /// the kubectl that matches it. docs/lab.md walks through it.
+    Lab(commands::lab::Args),
 }
 
 fn main() -> ExitCode {
@@ -130,6 +136,7 @@ fn main() -> ExitCode {
         Command::Webhook(args) => commands::webhook::run(&args),
         Command::Certs(args) => commands::certs::run(&args),
         Command::Gitops(args) => commands::gitops::run(&args),
+        Command::Lab(args) => commands::lab::run(&args),
     }
 }
 

@@ -1,8 +1,13 @@
 //! The docs run as written. Every `mds` command in a shell block of README.md, docs/REPLAY.md,
-//! docs/reference.md and docs/gitops.md runs with the exit status it claims (0 unless a `# exits N` comment
-//! says otherwise), every sample marked `<!-- output: mds ARGS -->` appears in that command's
-//! real output, every sample marked `<!-- lines of: FILE -->` is made of lines of FILE, and
-//! no doc points outside the repository.
+//! docs/reference.md, docs/gitops.md and docs/lab.md runs with the exit status it claims (0 unless a
+//! `# exits N` comment says otherwise), every sample marked `<!-- output: mds ARGS -->` appears
+//! in that command's real output, every sample marked `<!-- lines of: FILE -->` is made of lines
+//! of FILE, and no doc points outside the repository.
+//!
+//! A command marked `# runs until Ctrl-C` is a server: `mds lab up` runs with `--dry-run`
+//! (its arguments and trace files are checked; tests/lab.rs runs the real thing), any other
+//! with `--help` (its flags and values must parse). `mds lab kubectl-path` needs the built
+//! control plane, so `MDS_SKIP_E2E=1` skips it as it skips the end-to-end tests.
 
 mod common;
 
@@ -11,15 +16,24 @@ use std::collections::BTreeMap;
 use common::{Scratch, mds, repo, text};
 
 /// The docs whose commands and samples are checked.
-const DOCS: [&str; 4] = [
+const DOCS: [&str; 5] = [
     "README.md",
     "docs/REPLAY.md",
     "docs/reference.md",
     "docs/gitops.md",
+    "docs/lab.md",
 ];
 
 /// Commands a doc may show that are not `mds` and are not run here.
-const OTHER_TOOLS: [&str; 4] = ["kubectl ", "cargo test", "cargo install", "cargo bench"];
+const OTHER_TOOLS: [&str; 7] = [
+    "kubectl ",
+    "curl ",
+    "$KUBECTL ",
+    "KUBECTL=",
+    "cargo test",
+    "cargo install",
+    "cargo bench",
+];
 
 struct Block {
     doc: &'static str,
@@ -103,8 +117,22 @@ fn invocation(doc: &str, line: &str) -> Option<Invocation> {
         !rest.iter().any(|w| w.contains("...") || w.contains('|')),
         "{doc}: run as written: {line}"
     );
+    let mut args: Vec<String> = rest.iter().map(|w| w.to_string()).collect();
+    if comment.contains("runs until Ctrl-C") {
+        args.push(
+            if rest.starts_with(&["lab", "up"]) {
+                "--dry-run"
+            } else {
+                "--help"
+            }
+            .into(),
+        );
+    }
+    if rest.starts_with(&["lab", "kubectl-path"]) && mds_testkit::skip_e2e() {
+        return None;
+    }
     Some(Invocation {
-        args: rest.iter().map(|w| w.to_string()).collect(),
+        args,
         stdin_file,
         stdout_file,
         exit,

@@ -75,6 +75,10 @@ pub struct WorldConfig {
     pub annotate_non_leaders: bool,
     /// Settings of roles nobody configured.
     pub default_role: RoleSettings,
+    /// The address slot of the world's first Pod (see `loopback_ip`); later Pods count up from
+    /// it. Worlds mirrored on one machine at once take disjoint ranges, so no two Pods share an
+    /// address.
+    pub first_ip_slot: u32,
 }
 
 impl Default for WorldConfig {
@@ -91,6 +95,7 @@ impl Default for WorldConfig {
             abort_multi_member_retirements: false,
             annotate_non_leaders: false,
             default_role: RoleSettings::default(),
+            first_ip_slot: 0,
         }
     }
 }

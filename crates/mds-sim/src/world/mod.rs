@@ -169,12 +169,16 @@ pub struct World {
 impl World {
     pub fn new(config: WorldConfig, start: Timestamp) -> Result<World, WorldError> {
         config.validate().map_err(WorldError::Config)?;
+        let first_slot = config.first_ip_slot;
         Ok(World {
             config,
             now: start,
             quotas: BTreeMap::new(),
             deployments: BTreeMap::new(),
-            ids: Ids::default(),
+            ids: Ids {
+                slot: first_slot,
+                ..Ids::default()
+            },
             events: Vec::new(),
         })
     }

@@ -2,6 +2,7 @@
 //! replica counts and the scaler's two annotations alone (the binding fence refuses syncs that
 //! would restore them from Git).
 
+use mds_api::validation::is_dns1123_label;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -210,7 +211,7 @@ fn entries(args: &Args, notes: &mut String) -> Result<Vec<Entry>, Stop> {
         )));
     }
     if let Some(namespace) = &args.namespace
-        && !is_dns_label(namespace)
+        && !is_dns1123_label(namespace)
     {
         return Err(unusable(format!(
             "--namespace {namespace:?} is not a namespace name: lowercase letters, digits and \
@@ -293,17 +294,6 @@ fn entry(doc: &Document, namespace: Option<&str>, notes: &mut String) -> Result<
     })
 }
 
-fn is_dns_label(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes[0] != b'-'
-        && bytes[bytes.len() - 1] != b'-'
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,9 +358,9 @@ spec:
 
     #[test]
     fn namespace_names_are_dns_labels() {
-        assert!(is_dns_label("team-a"));
+        assert!(is_dns1123_label("team-a"));
         for bad in ["", "-a", "a-", "Team", "a.b", &"a".repeat(64)] {
-            assert!(!is_dns_label(bad), "{bad:?}");
+            assert!(!is_dns1123_label(bad), "{bad:?}");
         }
     }
 }

@@ -3,6 +3,7 @@ pub mod controller;
 pub mod crd;
 pub mod gitops;
 pub mod inspect_metrics;
+pub mod lab;
 pub mod replay;
 pub mod service;
 pub mod validate;

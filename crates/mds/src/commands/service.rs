@@ -1,5 +1,5 @@
-//! What the two long-running commands, `mds controller` and `mds webhook`, share: their logs
-//! and the signal that stops them.
+//! What the long-running commands share: the logs of `mds controller` and `mds webhook`, and
+//! the signal that stops them and `mds lab up`.
 
 use std::future::Future;
 use std::io::IsTerminal as _;

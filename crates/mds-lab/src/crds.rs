@@ -24,7 +24,7 @@ pub fn model_deployment_scaler() -> CustomResourceDefinition {
 pub fn model_deployment() -> Result<CustomResourceDefinition, Error> {
     serde_yaml_ng::from_str(MODEL_DEPLOYMENT_CRD_YAML).map_err(|e| Error::Crd {
         name: "modeldeployments.worker.gpustack.ai".into(),
-        message: format!("the testkit's YAML does not parse: {e}"),
+        message: format!("the stand-in CRD's YAML does not parse: {e}"),
     })
 }
 

@@ -1,13 +1,13 @@
-//! Child processes that cannot outlive the test process.
+//! Child processes that cannot outlive the process that started them (a test, or `mds lab`).
 //!
-//! Three layers, because no single one covers every way a test process ends:
+//! Three layers, because no single one covers every way a process ends:
 //! - `PR_SET_PDEATHSIG` (Linux) makes the kernel SIGKILL a child when the thread that forked it
-//!   exits, which covers `kill -9` of the test process. The signal follows the forking *thread*,
-//!   not the process, and libtest runs each test on a thread that ends with the test; so every
+//!   exits, which covers `kill -9` of the parent. The signal follows the forking *thread*, not
+//!   the process, and libtest runs each test on a thread that ends with the test; so every
 //!   child is forked by one spawner thread that lives as long as the process.
 //! - [`ManagedChild`] kills and reaps its process on drop, which covers panics and scoped use.
 //! - An `atexit` hook kills whatever is still registered and removes registered folders, which
-//!   covers the process-wide control plane held in a `static` (statics are never dropped).
+//!   covers a control plane held in a `static` (statics are never dropped) and `exit()` calls.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -40,10 +40,10 @@ impl ManagedChild {
         let (reply_tx, reply_rx) = mpsc::channel();
         spawner()
             .send((command, reply_tx))
-            .map_err(|_| io::Error::other("the mds-testkit spawner thread is gone"))?;
+            .map_err(|_| io::Error::other("the mds-lab spawner thread is gone"))?;
         let child = reply_rx
             .recv()
-            .map_err(|_| io::Error::other("the mds-testkit spawner thread dropped a request"))??;
+            .map_err(|_| io::Error::other("the mds-lab spawner thread dropped a request"))??;
         lock(&LIVE_CHILDREN).insert(child.id());
         Ok(ManagedChild {
             child,
@@ -114,7 +114,7 @@ fn spawner() -> &'static mpsc::Sender<SpawnRequest> {
     SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();
         thread::Builder::new()
-            .name("mds-testkit-spawner".into())
+            .name("mds-lab-spawner".into())
             .spawn(move || {
                 for (mut command, reply) in rx {
                     let _ = reply.send(command.spawn());
@@ -125,7 +125,7 @@ fn spawner() -> &'static mpsc::Sender<SpawnRequest> {
                     thread::park();
                 }
             })
-            .expect("cannot start the mds-testkit spawner thread");
+            .expect("cannot start the mds-lab spawner thread");
         tx
     })
 }

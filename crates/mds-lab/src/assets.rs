@@ -4,20 +4,24 @@
 //! and etcd from the pinned Go modules into a cache keyed by version (minutes, once) and then
 //! answers from the cache. `KUBEBUILDER_ASSETS`, the envtest convention, names a folder with
 //! `kube-apiserver` and `etcd` (and optionally `kubectl`) to use instead.
+//!
+//! An `mds` binary run away from its source checkout has no build script; it then reads the
+//! cache directly, at the versions it was built with.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::Error;
 
-/// The build script, found from this crate's source folder (the testkit is never installed).
+/// The build script, found from this crate's source folder.
 pub const BUILD_SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../tools/control-plane/build.sh"
 );
 
-/// Set to 1 to skip the end-to-end tests (with a notice) instead of building the control plane.
-pub const SKIP_E2E_VAR: &str = "MDS_SKIP_E2E";
+/// The pinned versions build.sh keys its cache on.
+const VERSIONS_ENV: &str = include_str!("../../../tools/control-plane/versions.env");
+
 pub const ASSETS_VAR: &str = "KUBEBUILDER_ASSETS";
 
 /// The exit status build.sh uses for "Go is needed and missing".
@@ -38,7 +42,7 @@ impl Assets {
             Some(folder) => {
                 let kube_apiserver = existing(&folder, "kube-apiserver")?;
                 let etcd = existing(&folder, "etcd")?;
-                let built = run_build_script("kueue-crd")?;
+                let built = provide("kueue-crd")?;
                 Ok(Assets {
                     kube_apiserver,
                     etcd,
@@ -46,7 +50,7 @@ impl Assets {
                 })
             }
             None => {
-                let built = run_build_script("all")?;
+                let built = provide("all")?;
                 let bin_dir = built.path("bin_dir")?;
                 Ok(Assets {
                     kube_apiserver: bin_dir.join("kube-apiserver"),
@@ -66,14 +70,7 @@ pub fn kubectl_path() -> Result<PathBuf, Error> {
             return Ok(candidate);
         }
     }
-    Ok(run_build_script("binaries")?
-        .path("bin_dir")?
-        .join("kubectl"))
-}
-
-/// Whether `MDS_SKIP_E2E=1` asks to skip end-to-end tests.
-pub fn skip_requested() -> bool {
-    std::env::var(SKIP_E2E_VAR).is_ok_and(|v| v == "1")
+    Ok(provide("binaries")?.path("bin_dir")?.join("kubectl"))
 }
 
 fn assets_folder() -> Option<PathBuf> {
@@ -116,6 +113,16 @@ impl BuildOutput {
     }
 }
 
+/// `all`, `binaries` or `kueue-crd`, from the build script when it is there, else from the
+/// cache as the script would have left it.
+fn provide(what: &str) -> Result<BuildOutput, Error> {
+    if Path::new(BUILD_SCRIPT).is_file() {
+        run_build_script(what)
+    } else {
+        read_cache(what)
+    }
+}
+
 fn run_build_script(what: &str) -> Result<BuildOutput, Error> {
     run_script(BUILD_SCRIPT, what).map_err(|e| match e {
         ScriptError::NoGo => Error::GoMissing,
@@ -127,6 +134,22 @@ enum ScriptError {
     /// The script's exit status for "Go is needed and missing".
     NoGo,
     Other(Error),
+}
+
+/// Runs one of our cached build scripts (`bash SCRIPT WHAT`) and reads the path it prints
+/// as `KEY=path`; `no_go` is the error when the script says Go is missing. For the dev-only
+/// tool scripts the test kit runs (helm, cert-manager's CRDs).
+pub fn script_path(
+    script: &'static str,
+    what: &str,
+    key: &str,
+    no_go: impl FnOnce() -> Error,
+) -> Result<PathBuf, Error> {
+    match run_script(script, what) {
+        Ok(output) => output.path(key),
+        Err(ScriptError::NoGo) => Err(no_go()),
+        Err(ScriptError::Other(e)) => Err(e),
+    }
 }
 
 fn run_script(script: &'static str, what: &str) -> Result<BuildOutput, ScriptError> {
@@ -150,30 +173,86 @@ fn run_script(script: &'static str, what: &str) -> Result<BuildOutput, ScriptErr
     }
 }
 
-/// The script that builds the tools checking deploy/: helm, and cert-manager's CRDs.
-pub const DEPLOY_TOOLS_SCRIPT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../tools/deploy-tools/build.sh"
-);
-
-fn run_deploy_tools_script(what: &str) -> Result<BuildOutput, Error> {
-    run_script(DEPLOY_TOOLS_SCRIPT, what).map_err(|e| match e {
-        ScriptError::NoGo => Error::Assets(format!(
-            "Go is needed to build the pinned helm and read cert-manager's CRDs \
-             ({DEPLOY_TOOLS_SCRIPT}), and `go` is not on PATH. Install Go, or set \
-             MDS_SKIP_E2E=1 to skip these tests"
-        )),
-        ScriptError::Other(e) => e,
-    })
+/// The cache folders build.sh makes (see its header), read without it.
+fn read_cache(what: &str) -> Result<BuildOutput, Error> {
+    let cache = cache_folder()?;
+    let version = |key: &str| pinned_version(key).unwrap_or_default();
+    let bin_dir = cache.join(format!(
+        "{}-{}",
+        version("K8S_VERSION"),
+        version("ETCD_VERSION")
+    ));
+    let kueue_dir = cache.join(format!("kueue-{}", version("KUEUE_VERSION")));
+    let mut lines = String::new();
+    let mut missing = Vec::new();
+    if what != "kueue-crd" {
+        match bin_dir.join(".complete").exists() {
+            true => lines.push_str(&format!("bin_dir={}\n", bin_dir.display())),
+            false => missing.push(bin_dir),
+        }
+    }
+    if what != "binaries" {
+        match kueue_dir.join(".complete").exists() {
+            true => lines.push_str(&format!(
+                "kueue_workload_crd={}\n",
+                kueue_dir.join("workloads.yaml").display()
+            )),
+            false => missing.push(kueue_dir),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(BuildOutput {
+            script: BUILD_SCRIPT,
+            stdout: lines,
+        });
+    }
+    let missing: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
+    Err(Error::Assets(format!(
+        "the control plane is not built: {} missing, and this mds was built away from its \
+         source checkout ({BUILD_SCRIPT} is not there). Run tools/control-plane/build.sh in an \
+         mds checkout of this version, or set {ASSETS_VAR} to a folder holding kube-apiserver, \
+         etcd and kubectl",
+        missing.join(" and ")
+    )))
 }
 
-/// The pinned `helm`, built from its Go module on first use (minutes, once).
-pub fn helm_path() -> Result<PathBuf, Error> {
-    run_deploy_tools_script("helm")?.path("helm")
+/// `$MDS_CONTROL_PLANE_CACHE`, else `${XDG_CACHE_HOME:-$HOME/.cache}/mds/control-plane`.
+fn cache_folder() -> Result<PathBuf, Error> {
+    let set = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(cache) = set("MDS_CONTROL_PLANE_CACHE") {
+        return Ok(PathBuf::from(cache));
+    }
+    let base = match (set("XDG_CACHE_HOME"), set("HOME")) {
+        (Some(xdg), _) => PathBuf::from(xdg),
+        (None, Some(home)) => PathBuf::from(home).join(".cache"),
+        (None, None) => {
+            return Err(Error::Assets(
+                "neither XDG_CACHE_HOME nor HOME is set, so the control-plane cache cannot be \
+                 found; set MDS_CONTROL_PLANE_CACHE"
+                    .into(),
+            ));
+        }
+    };
+    Ok(base.join("mds").join("control-plane"))
 }
 
-/// The folder holding cert-manager's own `certificates.yaml` and `issuers.yaml` CRDs, taken
-/// from its pinned Go module.
-pub fn cert_manager_crds() -> Result<PathBuf, Error> {
-    run_deploy_tools_script("cert-manager-crds")?.path("cert_manager_crds")
+/// A `KEY=value` line of versions.env.
+fn pinned_version(key: &str) -> Option<&'static str> {
+    VERSIONS_ENV
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(key)?.strip_prefix('='))
+        .map(str::trim)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pinned_version_is_read() {
+        for key in ["K8S_VERSION", "ETCD_VERSION", "KUEUE_VERSION"] {
+            let version = pinned_version(key).unwrap_or_else(|| panic!("{key} is pinned"));
+            assert!(version.split('.').count() == 3, "{key}={version}");
+        }
+    }
 }

@@ -7,32 +7,30 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use crate::Error;
 use crate::certs::Certificates;
 
-/// The context, cluster and user name in every kubeconfig the testkit writes.
-pub const CONTEXT: &str = "mds-testkit";
-
-/// A self-contained kubeconfig (certificates inline) for the admin user.
-pub fn admin_kubeconfig(api_port: u16, certs: &Certificates) -> String {
+/// A self-contained kubeconfig (certificates inline) for the admin user; `context` names the
+/// context, cluster and user.
+pub fn admin_kubeconfig(context: &str, api_port: u16, certs: &Certificates) -> String {
     let data = |pem: &str| STANDARD.encode(pem.as_bytes());
     format!(
         "apiVersion: v1
 kind: Config
 clusters:
-- name: {CONTEXT}
+- name: {context}
   cluster:
     server: https://127.0.0.1:{api_port}
     certificate-authority-data: {ca}
 users:
-- name: {CONTEXT}
+- name: {context}
   user:
     client-certificate-data: {cert}
     client-key-data: {key}
 contexts:
-- name: {CONTEXT}
+- name: {context}
   context:
-    cluster: {CONTEXT}
-    user: {CONTEXT}
+    cluster: {context}
+    user: {context}
     namespace: default
-current-context: {CONTEXT}
+current-context: {context}
 ",
         ca = data(&certs.serving_ca),
         cert = data(&certs.admin_cert),

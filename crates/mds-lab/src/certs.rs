@@ -26,8 +26,10 @@ pub struct Certificates {
 }
 
 impl Certificates {
-    pub fn generate() -> Result<Certificates, rcgen::Error> {
-        let serving_ca = certificate_authority("mds-testkit serving CA")?;
+    /// `name` goes into the CAs' common names (`<name> serving CA`), so a certificate says
+    /// which tool made it.
+    pub fn generate(name: &str) -> Result<Certificates, rcgen::Error> {
+        let serving_ca = certificate_authority(&format!("{name} serving CA"))?;
         let serving_key = KeyPair::generate()?;
         let mut serving = CertificateParams::new(vec!["localhost".to_string()])?;
         serving
@@ -43,7 +45,7 @@ impl Certificates {
         serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let serving_cert = serving.signed_by(&serving_key, &*serving_ca)?;
 
-        let client_ca = certificate_authority("mds-testkit client CA")?;
+        let client_ca = certificate_authority(&format!("{name} client CA"))?;
         let admin_key = KeyPair::generate()?;
         let mut admin = CertificateParams::new(Vec::<String>::new())?;
         // The API server takes the user from CN and the groups from O.

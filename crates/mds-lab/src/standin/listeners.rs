@@ -1,0 +1,123 @@
+//! Engine pages over HTTP: one listener per running Pod, bound to the Pod's own loopback
+//! address and annotated port, answering `GET /metrics` with the page the world renders at that
+//! moment (503 while the engine is not serving).
+//!
+//! Why a listener per Pod rather than one per port that routes by the connection's local
+//! address: a port-wide listener would have to bind `0.0.0.0` (Linux cannot bind all of
+//! 127.0.0.0/8 at once), which would expose the pages beyond the machine and clash with
+//! anything else on the port; per-address binds stay on loopback, and a clash costs one Pod its
+//! page, not the lab.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use mds_sim::PodView;
+use tokio::task::JoinHandle;
+
+use super::Shared;
+
+/// The listeners of one stand-in, by address slot; dropped with it.
+#[derive(Default)]
+pub(crate) struct Listeners {
+    serving: BTreeMap<u32, (SocketAddr, JoinHandle<()>)>,
+    /// Addresses that would not bind, so each failure is reported once.
+    failed: BTreeMap<u32, SocketAddr>,
+}
+
+impl Listeners {
+    /// Listens for every running Pod, stops listening for Pods that are gone or stopped.
+    pub fn reconcile(&mut self, pods: &[PodView], shared: &Arc<Shared>) {
+        let mut wanted: BTreeMap<u32, SocketAddr> = BTreeMap::new();
+        for pod in pods {
+            let Some(ip) = pod
+                .pod_ip
+                .as_deref()
+                .and_then(|ip| ip.parse::<IpAddr>().ok())
+            else {
+                continue;
+            };
+            wanted.insert(pod.ip_slot, SocketAddr::new(ip, pod.metrics_port));
+        }
+        self.serving.retain(|slot, (address, task)| {
+            let keep = wanted.get(slot) == Some(address);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        self.failed
+            .retain(|slot, address| wanted.get(slot) == Some(address));
+        for (slot, address) in wanted {
+            if self.serving.contains_key(&slot) || self.failed.contains_key(&slot) {
+                continue;
+            }
+            match listen(address, slot, shared.clone()) {
+                Ok(task) => {
+                    self.serving.insert(slot, (address, task));
+                }
+                Err(e) => {
+                    shared
+                        .lock()
+                        .error(format!("serving engine metrics on {address}: {e}"));
+                    self.failed.insert(slot, address);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Listeners {
+    fn drop(&mut self) {
+        for (_, task) in self.serving.values() {
+            task.abort();
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Page {
+    shared: Arc<Shared>,
+    slot: u32,
+}
+
+fn listen(address: SocketAddr, slot: u32, shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
+    let listener = std::net::TcpListener::bind(address)?;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(Page { shared, slot });
+    Ok(tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    }))
+}
+
+async fn metrics(State(page): State<Page>) -> Response {
+    let rendered = {
+        let mut state = page.shared.lock();
+        // The page as of now, not of the last tick: two scrapes give exact rates.
+        state.catch_up();
+        state.world.metrics_page_at_slot(page.slot)
+    };
+    match rendered {
+        Some(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the engine is not serving yet\n",
+        )
+            .into_response(),
+    }
+}

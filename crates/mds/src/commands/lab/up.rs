@@ -1,0 +1,321 @@
+//! `mds lab up`: check the arguments, start the lab, write the kubeconfig, say what to run next,
+//! print what happens, and stop everything on Ctrl-C or SIGTERM.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use jiff::SignedDuration;
+use mds_lab::load_syntax::{LoadRule, read_file};
+use mds_lab::{Lab, LabOptions, StandInOptions, parse_load_rule};
+
+use crate::commands::{emit, error_line, note_line, warning_line};
+
+/// The context name of every kubeconfig the lab writes; how a lab kubeconfig is recognised.
+const CONTEXT: &str = "mds-lab";
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Where to write the lab's kubeconfig (admin; certificates inline; mode 0600). An existing
+    /// file is replaced only if an earlier `mds lab up` wrote it.
+    #[arg(long, value_name = "PATH", default_value = "mds-lab.kubeconfig")]
+    kubeconfig: PathBuf,
+    /// Load offered to the targets: [NAMESPACE/NAME[/ROLE]=]PROFILE, as described above.
+    /// Repeatable.
+    #[arg(long = "load", value_name = "PROFILE")]
+    loads: Vec<String>,
+    /// GPU quota of an instance type: TYPE=GPUS (each Pod holds one GPU). Instances beyond it
+    /// wait, as Kueue holds them. Repeatable; types not given are unlimited.
+    #[arg(long = "quota", value_name = "TYPE=GPUS")]
+    quotas: Vec<String>,
+    /// Seconds from admission until an instance's engine serves.
+    #[arg(long, value_name = "SECONDS", default_value_t = 20, value_parser = clap::value_parser!(u16).range(0..=3600))]
+    cold_start: u16,
+    /// Check the arguments and the trace files, print what would start, and exit.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    let plan = match Plan::from_args(args) {
+        Ok(plan) => plan,
+        Err(message) => {
+            emit("", &error_line(&message));
+            return ExitCode::from(2);
+        }
+    };
+    if args.dry_run {
+        emit(&plan.describe(), "");
+        return ExitCode::SUCCESS;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            emit(
+                "",
+                &error_line(&format!("cannot start a Tokio runtime: {e}")),
+            );
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve(plan)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            emit("", &error_line(&message));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Checked arguments.
+struct Plan {
+    kubeconfig: PathBuf,
+    loads: Vec<(String, LoadRule)>,
+    quotas: BTreeMap<String, u32>,
+    cold_start: u16,
+}
+
+impl Plan {
+    fn from_args(args: &Args) -> Result<Plan, String> {
+        let loads = args
+            .loads
+            .iter()
+            .map(|text| {
+                parse_load_rule(text, &read_file)
+                    .map(|rule| (text.clone(), rule))
+                    .map_err(|e| format!("--load {text}: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut quotas = BTreeMap::new();
+        for text in &args.quotas {
+            let (kind, gpus) = parse_quota(text).map_err(|e| format!("--quota {text}: {e}"))?;
+            quotas.insert(kind, gpus);
+        }
+        check_kubeconfig_path(&args.kubeconfig)?;
+        Ok(Plan {
+            kubeconfig: args.kubeconfig.clone(),
+            loads,
+            quotas,
+            cold_start: args.cold_start,
+        })
+    }
+
+    fn describe(&self) -> String {
+        let mut out = format!(
+            "mds lab up would write its kubeconfig to {}\n",
+            self.kubeconfig.display()
+        );
+        if self.loads.is_empty() {
+            out.push_str("load: none (idle engines)\n");
+        }
+        for (text, _) in &self.loads {
+            out.push_str(&format!("load: {text}\n"));
+        }
+        for (kind, gpus) in &self.quotas {
+            out.push_str(&format!("quota: {kind} {gpus} GPUs\n"));
+        }
+        out.push_str(&format!("cold start: {} s\n", self.cold_start));
+        out
+    }
+}
+
+/// `TYPE=GPUS`.
+fn parse_quota(text: &str) -> Result<(String, u32), String> {
+    let (kind, gpus) = text
+        .split_once('=')
+        .ok_or("write TYPE=GPUS, such as h100=2")?;
+    let valid_kind = !kind.is_empty()
+        && kind
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+    if !valid_kind {
+        return Err(format!(
+            "{kind:?} is not an instance type (letters, digits, '-', '.', '_')"
+        ));
+    }
+    let gpus = gpus
+        .parse::<u32>()
+        .map_err(|_| format!("{gpus:?} is not a whole number of GPUs"))?;
+    Ok((kind.to_string(), gpus))
+}
+
+/// The kubeconfig may go to a new file or replace one a lab wrote, never another file.
+fn check_kubeconfig_path(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(format!("--kubeconfig {shown} is a folder; name a file"));
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && !parent.is_dir()
+    {
+        return Err(format!(
+            "--kubeconfig {shown}: the folder {} does not exist",
+            parent.display()
+        ));
+    }
+    if path.exists() {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if !text.contains(&format!("current-context: {CONTEXT}\n")) {
+            return Err(format!(
+                "--kubeconfig {shown} exists and was not written by mds lab; it is left alone. \
+                 Name another file, or remove it"
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn serve(plan: Plan) -> Result<(), String> {
+    let begun = Instant::now();
+    emit(
+        "",
+        &note_line(
+            "starting kube-apiserver and etcd (the very first run builds them from Go modules, \
+             which takes 15 to 20 minutes)",
+        ),
+    );
+    let mut world = mds_lab::WorldConfig::default();
+    world.default_role.cold_start = SignedDuration::from_secs(i64::from(plan.cold_start));
+    let options = LabOptions {
+        standin: StandInOptions {
+            world,
+            quotas: plan.quotas.clone(),
+            loads: plan.loads.iter().map(|(_, rule)| rule.clone()).collect(),
+            ..StandInOptions::default()
+        },
+        ..LabOptions::default()
+    };
+    let mut stop = Box::pin(super::super::service::stop_signal());
+    let mut lab = tokio::select! {
+        started = Lab::start(options) => started.map_err(|e| e.to_string())?,
+        _ = &mut stop => return Ok(()),
+    };
+    let kubeconfig = lab.plane.kubeconfig().to_string();
+    lab.plane
+        .write_kubeconfig(&plan.kubeconfig)
+        .map_err(|e| e.to_string())?;
+    let kubectl = tokio::task::spawn_blocking(mds_lab::kubectl_path)
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    emit(&ready_message(&plan, &lab, &kubectl, begun.elapsed()), "");
+    let outcome = watch(&mut lab, &mut stop).await;
+    emit("", &note_line("stopping the lab"));
+    drop(lab);
+    // Remove the kubeconfig unless someone replaced it meanwhile: it names a server that is gone.
+    if std::fs::read_to_string(&plan.kubeconfig).is_ok_and(|text| text == kubeconfig) {
+        let _ = std::fs::remove_file(&plan.kubeconfig);
+    }
+    outcome
+}
+
+fn ready_message(plan: &Plan, lab: &Lab, kubectl: &Path, took: Duration) -> String {
+    let config = plan.kubeconfig.display();
+    let kubectl = kubectl.display();
+    let [api_pid, etcd_pid] = lab.plane.pids();
+    let loads: Vec<&str> = plan.loads.iter().map(|(text, _)| text.as_str()).collect();
+    let quotas: Vec<String> = plan
+        .quotas
+        .iter()
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    format!(
+        "mds lab is up ({:.1} s): API server {api}, kubeconfig {config}
+  kube-apiserver pid {api_pid}, etcd pid {etcd_pid}; logs and data in {folder}
+  load: {load}; quota: {quota}; cold start {cold} s
+
+The kubectl of the API server's version is {kubectl} (`mds lab kubectl-path` prints it). Try:
+
+  {kubectl} --kubeconfig {config} apply -f examples/prefill-decode-encode.yaml
+  {kubectl} --kubeconfig {config} get md,mds,pods -o wide
+  mds controller --kubeconfig {config} --leader-elect=false --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081
+
+Ctrl-C stops the lab and removes its data and the kubeconfig.
+",
+        took.as_secs_f64(),
+        api = lab.plane.api_url(),
+        folder = lab.plane.folder().display(),
+        load = if loads.is_empty() { "none".to_string() } else { loads.join(", ") },
+        quota = if quotas.is_empty() { "unlimited".to_string() } else { quotas.join(", ") },
+        cold = plan.cold_start,
+    )
+}
+
+/// Prints what the world does and what the stand-in could not do, until a stop signal (Ok) or
+/// the control plane's end (Err).
+async fn watch(
+    lab: &mut Lab,
+    stop: &mut std::pin::Pin<Box<impl std::future::Future<Output = ()>>>,
+) -> Result<(), String> {
+    let mut every = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            _ = &mut *stop => return Ok(()),
+            _ = every.tick() => {}
+        }
+        let mut events = String::new();
+        for event in lab.standin.take_events() {
+            let time = event.at.strftime("%H:%M:%S");
+            events.push_str(&format!("{time} {}: {}\n", event.deployment, event.message));
+        }
+        let problems: String = lab
+            .standin
+            .take_errors()
+            .iter()
+            .map(|problem| warning_line(problem))
+            .collect();
+        emit(&events, &problems);
+        if !lab.plane.is_running() {
+            return Err(format!(
+                "kube-apiserver or etcd ended; their logs are in {}",
+                lab.plane.folder().display()
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotas_are_type_equals_gpus() {
+        assert_eq!(parse_quota("h100=2"), Ok(("h100".to_string(), 2)));
+        assert!(parse_quota("h100").unwrap_err().contains("TYPE=GPUS"));
+        assert!(parse_quota("h100=two").unwrap_err().contains("\"two\""));
+        assert!(parse_quota("h100=-1").unwrap_err().contains("\"-1\""));
+        assert!(
+            parse_quota("=1")
+                .unwrap_err()
+                .contains("not an instance type")
+        );
+    }
+
+    #[test]
+    fn only_a_lab_kubeconfig_is_replaced() {
+        let folder = tempfile::tempdir().unwrap();
+        let mine = folder.path().join("lab.kubeconfig");
+        assert!(check_kubeconfig_path(&mine).is_ok());
+        std::fs::write(&mine, format!("kind: Config\ncurrent-context: {CONTEXT}\n")).unwrap();
+        assert!(check_kubeconfig_path(&mine).is_ok());
+        let theirs = folder.path().join("config");
+        std::fs::write(&theirs, "kind: Config\ncurrent-context: prod\n").unwrap();
+        let refused = check_kubeconfig_path(&theirs).unwrap_err();
+        assert!(refused.contains("was not written by mds lab"), "{refused}");
+        assert!(
+            check_kubeconfig_path(folder.path())
+                .unwrap_err()
+                .contains("is a folder")
+        );
+        let nowhere = folder.path().join("missing/lab.kubeconfig");
+        assert!(
+            check_kubeconfig_path(&nowhere)
+                .unwrap_err()
+                .contains("does not exist")
+        );
+    }
+}
