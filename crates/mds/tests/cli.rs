@@ -332,3 +332,37 @@ fn show_defaults_stores_the_inferred_algorithm_type() {
         text(&out.stdout)
     );
 }
+
+#[test]
+fn controller_text_logs_off_a_terminal_carry_no_colour_codes() {
+    // A cluster that is not there: the controller logs that it starts, then fails to reach it.
+    let scratch = common::Scratch::new("controller-logs");
+    let kubeconfig = scratch.file(
+        "kubeconfig",
+        "apiVersion: v1\nkind: Config\ncurrent-context: nowhere\n\
+         clusters: [{name: nowhere, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+         users: [{name: nobody, user: {token: x}}]\n\
+         contexts: [{name: nowhere, context: {cluster: nowhere, user: nobody}}]\n",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_mds"))
+        .args([
+            "controller",
+            "--kubeconfig",
+            &kubeconfig,
+            "--leader-elect=false",
+        ])
+        .args(["--metrics-bind-address", "127.0.0.1:0"])
+        .args(["--health-probe-bind-address", "127.0.0.1:0"])
+        .args(["--log-format", "text"])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let logged = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{logged}");
+    assert!(
+        logged.contains("INFO") && logged.contains("controller starting"),
+        "{logged}"
+    );
+    assert!(!logged.contains('\u{1b}'), "escape codes in:\n{logged:?}");
+}

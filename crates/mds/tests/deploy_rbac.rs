@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use deploy_support::{NAMESPACE, apply, install_operator_identity, objects, repo};
+use deploy_support::{NAMESPACE, apply, install_operator_identity, md_resource, objects, repo};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -235,16 +235,6 @@ async fn may(
         .await
         .unwrap();
     answer.status.is_some_and(|s| s.allowed)
-}
-
-fn md_resource() -> kube::api::ApiResource {
-    kube::api::ApiResource {
-        group: "worker.gpustack.ai".into(),
-        version: "v1".into(),
-        api_version: "worker.gpustack.ai/v1".into(),
-        kind: "ModelDeployment".into(),
-        plural: "modeldeployments".into(),
-    }
 }
 
 /// A target with one Server role and its scaler, made by the admin.

@@ -4,39 +4,21 @@
 //! Git manifest as a GitOps tool would: as is, the fence refuses it; with the printed pointers
 //! taken from the live object, as Argo CD's RespectIgnoreDifferences does, it passes. It also
 //! checks that the API server takes our mutating webhook's patches.
-//!
-//! Only one test of this binary talks to the control plane: the webhooks it registers see
-//! every scaler and ModelDeployment write of the control plane.
+//! The webhook and its registration are deploy_support's (`webhook.rs`), shared with the fence's
+//! end-to-end tests.
 
 mod common;
 mod deploy_support;
 
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
-
 use common::{Scratch, mds, text};
-use deploy_support::{install_operator_identity, kubectl, repo};
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
-use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use deploy_support::webhook::{InProcessWebhook, bind_as_operator, operator_cluster, target_shape};
+use deploy_support::{install_operator_identity, kubectl, md_resource, repo};
+use kube::api::{Api, DynamicObject, PostParams};
 use mds_api::ModelDeploymentScaler;
-use mds_api::annotations::{BindingPayload, DecisionPayload};
-use mds_api::resources::TargetApiVersion;
-use mds_api::target::ModelDeployment;
-use mds_core::patch::{TargetShape, bind, commit};
+use mds_api::annotations::DecisionPayload;
+use mds_core::patch::commit;
 use mds_operator::Cluster as _;
-use mds_operator::kube_cluster::{Caches, KubeCluster};
-use mds_operator::lookups::KubeLookups;
-use mds_webhook::certs::{IssueRequest, issue};
-use mds_webhook::configuration::{self, Endpoint, Settings};
-use mds_webhook::router::{WebhookState, router};
-use mds_webhook::tls::{CertificateFiles, ReloadingCertificate};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 const EXAMPLE: &str = "examples/prefill-decode-encode.yaml";
 
@@ -225,90 +207,6 @@ fn help_explains_the_pointers_and_the_sync_option() {
     }
 }
 
-/// mds-webhook's server on 127.0.0.1, with lookups through the admin client; stops when dropped.
-struct InProcessWebhook {
-    port: u16,
-    ca_pem: String,
-    stop: Option<oneshot::Sender<()>>,
-    _files: tempfile::TempDir,
-}
-
-impl InProcessWebhook {
-    async fn start(lookups_client: Client, operator_user: &str) -> InProcessWebhook {
-        let issued = issue(&IssueRequest {
-            dns_names: vec![],
-            ips: vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
-            valid_days: 1,
-            ca_valid_days: 1,
-            ca: None,
-            now: jiff::Timestamp::now(),
-        })
-        .unwrap();
-        let files = tempfile::tempdir().unwrap();
-        let (cert, key) = (files.path().join("tls.crt"), files.path().join("tls.key"));
-        std::fs::write(&cert, &issued.cert_pem).unwrap();
-        std::fs::write(&key, &issued.key_pem).unwrap();
-        let certificate = ReloadingCertificate::load(CertificateFiles { cert, key }).unwrap();
-        let tls = certificate.server_config().unwrap();
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let app = router(WebhookState {
-            lookups: KubeLookups::ports(lookups_client, TargetApiVersion::V1),
-            operator_user: Some(operator_user.to_string()),
-            lookup_timeout: Duration::from_secs(3),
-        });
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(mds_webhook::server::serve(listener, app, tls, async {
-            let _ = stopped.await;
-        }));
-        InProcessWebhook {
-            port,
-            ca_pem: issued.ca_cert_pem,
-            stop: Some(stop),
-            _files: files,
-        }
-    }
-
-    /// Both configurations, pointing the API server at this server.
-    async fn register(&self, admin: &Client) {
-        let settings = Settings::new(
-            Endpoint::Url(format!("https://127.0.0.1:{}", self.port)),
-            self.ca_pem.clone().into_bytes(),
-        );
-        Api::<MutatingWebhookConfiguration>::all(admin.clone())
-            .create(&PostParams::default(), &configuration::mutating(&settings))
-            .await
-            .unwrap();
-        Api::<ValidatingWebhookConfiguration>::all(admin.clone())
-            .create(
-                &PostParams::default(),
-                &configuration::validating(&settings),
-            )
-            .await
-            .unwrap();
-    }
-
-    async fn unregister(admin: &Client) {
-        let name = configuration::CONFIGURATION_NAME;
-        let _ = Api::<MutatingWebhookConfiguration>::all(admin.clone())
-            .delete(name, &DeleteParams::default())
-            .await;
-        let _ = Api::<ValidatingWebhookConfiguration>::all(admin.clone())
-            .delete(name, &DeleteParams::default())
-            .await;
-    }
-}
-
-impl Drop for InProcessWebhook {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
 /// Sets the value at a JSON Pointer, making the objects on the way; `None` removes it.
 fn set_at(document: &mut Value, pointer: &str, value: Option<Value>) {
     let parts: Vec<String> = pointer
@@ -350,16 +248,6 @@ fn with_live_values(git: &Value, live: &Value, pointers: &[String]) -> Value {
     synced
 }
 
-fn md_resource() -> kube::api::ApiResource {
-    kube::api::ApiResource {
-        group: "worker.gpustack.ai".into(),
-        version: "v1".into(),
-        api_version: "worker.gpustack.ai/v1".into(),
-        kind: "ModelDeployment".into(),
-        plural: "modeldeployments".into(),
-    }
-}
-
 /// Applies a file as a GitOps tool would (client-side apply, or server-side apply as the given
 /// field manager); returns the exit status and kubectl's messages.
 fn sync(plane: &mds_testkit::ControlPlane, file: &str, server_side: bool) -> (bool, String) {
@@ -387,39 +275,17 @@ async fn a_sync_over_a_bound_target_passes_only_with_the_printed_pointers() {
     install_operator_identity(plane, &namespace);
     let operator_user = format!("system:serviceaccount:{namespace}:mds");
     let admin = plane.client();
-    let webhook = InProcessWebhook::start(plane.client(), &operator_user).await;
-    webhook.register(&admin).await;
+    let operator = plane.service_account_client(&namespace, "mds");
+    let webhook = InProcessWebhook::start(operator.clone(), &operator_user).await;
+    webhook.register(&admin, &namespace).await;
+    InProcessWebhook::wait_until_called(&admin, &namespace).await;
 
     let documents =
         deploy_support::objects(&std::fs::read_to_string(repo().join(EXAMPLE)).unwrap());
     let (mut git, mut scaler) = (documents[0].clone(), documents[1].clone());
     git["metadata"]["namespace"] = json!(namespace);
     scaler["metadata"]["namespace"] = json!(namespace);
-
-    // The webhooks answer once the API server's informer has the configurations: a scaler the
-    // validation refuses shows it.
     let scalers: Api<ModelDeploymentScaler> = Api::namespaced(admin.clone(), &namespace);
-    // A quantity's value is a rule of admission alone (the CRD's schema cannot parse it).
-    let mut invalid = scaler.clone();
-    invalid["metadata"]["name"] = json!("invalid");
-    invalid["spec"]["algorithm"]["tokenThroughput"]["prefillTargetTokensPerSecond"] = json!("0");
-    let invalid: ModelDeploymentScaler = serde_json::from_value(invalid).unwrap();
-    mds_testkit::eventually(
-        "the API server to call the in-process webhook",
-        Duration::from_secs(30),
-        || {
-            let (scalers, invalid) = (scalers.clone(), invalid.clone());
-            async move {
-                let refused = scalers
-                    .create(&PostParams { dry_run: true, ..PostParams::default() }, &invalid)
-                    .await;
-                matches!(&refused, Err(kube::Error::Api(s)) if s.message.contains("validation.modeldeploymentscalers"))
-                    .then_some(())
-            }
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}; the last answer: {:?}", last_answer(&scalers, &invalid)));
 
     // The Git manifest creates the target (an unbound target takes any user write).
     let scratch = Scratch::new("gitops-sync");
@@ -451,38 +317,7 @@ async fn a_sync_over_a_bound_target_passes_only_with_the_printed_pointers() {
 
     // The operator binds the target and commits a count, through its own adapter, as deploy/'s
     // ServiceAccount; the fence lets both through.
-    let operator = KubeCluster::new(
-        plane.service_account_client(&namespace, "mds"),
-        Arc::new(Caches::new(true)),
-        TargetApiVersion::V1,
-        "gitops-test".into(),
-        Arc::new(AtomicBool::new(true)),
-    );
-    let targets: Api<ModelDeployment> =
-        Api::namespaced_with(admin.clone(), &namespace, &TargetApiVersion::V1);
-    let shape = |md: &ModelDeployment| TargetShape {
-        roles: md
-            .spec
-            .roles
-            .iter()
-            .map(|r| (r.name.clone(), r.replicas.unwrap_or(1)))
-            .collect(),
-        has_annotations: md.metadata.annotations.is_some(),
-        has_decision: false,
-        resource_version: md.metadata.resource_version.clone(),
-    };
-    let binding = BindingPayload {
-        scaler_name: "vl-serving".into(),
-        scaler_uid: stored.metadata.uid.clone().unwrap(),
-        term: 1,
-    }
-    .to_annotation();
-    let live = targets.get("vl-serving").await.unwrap();
-    operator
-        .patch_target(&namespace, "vl-serving", &bind(&shape(&live), &binding))
-        .await
-        .expect("the operator binds");
-    let live = targets.get("vl-serving").await.unwrap();
+    let (binding, live) = bind_as_operator(operator.clone(), &admin, &stored, "vl-serving").await;
     let vector: mds_api::status::ReplicaVector = [
         ("encode".to_string(), 1),
         ("prefill".to_string(), 4),
@@ -495,11 +330,11 @@ async fn a_sync_over_a_bound_target_passes_only_with_the_printed_pointers() {
         vector: vector.clone(),
     }
     .to_annotation();
-    operator
+    operator_cluster(operator, "gitops-test")
         .patch_target(
             &namespace,
             "vl-serving",
-            &commit(&shape(&live), &binding, &vector, &decision),
+            &commit(&target_shape(&live), &binding, &vector, &decision),
         )
         .await
         .expect("the operator commits");
@@ -551,26 +386,6 @@ async fn a_sync_over_a_bound_target_passes_only_with_the_printed_pointers() {
         );
     }
 
-    InProcessWebhook::unregister(&admin).await;
+    InProcessWebhook::unregister(&admin, &namespace).await;
     drop(webhook);
-}
-
-/// What a dry-run create of `scaler` gets now, for a failure message.
-fn last_answer(scalers: &Api<ModelDeploymentScaler>, scaler: &ModelDeploymentScaler) -> String {
-    let (scalers, scaler) = (scalers.clone(), scaler.clone());
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async move {
-                let dry_run = PostParams {
-                    dry_run: true,
-                    ..PostParams::default()
-                };
-                format!("{:?}", scalers.create(&dry_run, &scaler).await)
-            })
-    })
-    .join()
-    .unwrap()
 }

@@ -381,17 +381,20 @@ fn a_live_webhook_refuses_with_the_lines_mds_validate_prints_and_stops_on_sigter
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn with_log_format_json_every_log_line_is_a_json_object() {
-    let dir = scratch("webhook-json-logs");
+/// Runs `mds webhook --log-format <format>` with standard error piped (not a terminal), sends
+/// SIGTERM as soon as it says where it listens, and returns its exit code and every line it
+/// logged.
+fn logs_of_a_run_stopped_at_once(format: &str) -> (Option<i32>, Vec<String>) {
+    let dir = scratch(&format!("webhook-{format}-logs"));
     assert_eq!(certs(&dir, &[]).status.code(), Some(0));
     let mut child = Command::new(env!("CARGO_BIN_EXE_mds"))
         .args(["webhook", "--listen", "127.0.0.1:0", "--no-api-lookups"])
-        .args(["--log-format", "json"])
+        .args(["--log-format", format])
         .arg("--cert")
         .arg(dir.join("tls.crt"))
         .arg("--key")
         .arg(dir.join("tls.key"))
+        .env_remove("RUST_LOG")
         .stderr(Stdio::piped())
         .spawn()
         .expect("mds webhook starts");
@@ -402,7 +405,6 @@ fn with_log_format_json_every_log_line_is_a_json_object() {
             let _ = found.send(line);
         }
     });
-    // Lines up to the one saying where it listens.
     let mut seen = Vec::new();
     while !seen
         .iter()
@@ -413,19 +415,50 @@ fn with_log_format_json_every_log_line_is_a_json_object() {
             .unwrap_or_else(|_| panic!("no listening line; saw {seen:?}"));
         seen.push(line);
     }
-    // Only the log lines matter here (the clean SIGTERM stop has its own test).
-    let _ = child.kill();
-    let _ = child.wait();
+    // At once: the handler is installed before the port is bound, so this SIGTERM is a clean
+    // stop, never the default action that kills the process.
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let code = child.wait().ok().and_then(|s| s.code());
+    seen.extend(lines.iter());
+    let _ = std::fs::remove_dir_all(&dir);
+    (code, seen)
+}
+
+#[test]
+fn with_log_format_json_every_log_line_is_a_json_object() {
+    let (code, seen) = logs_of_a_run_stopped_at_once("json");
+    assert_eq!(
+        code,
+        Some(0),
+        "SIGTERM right after the listening line: {seen:?}"
+    );
     for line in &seen {
         let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         assert!(value["level"].is_string(), "{line}");
     }
-    let listening: Value = serde_json::from_str(seen.last().unwrap()).unwrap();
+    let listening: Value = seen
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["message"] == "webhooks listening")
+        .unwrap();
     assert!(
         listening["address"]
             .as_str()
             .is_some_and(|a| a.starts_with("127.0.0.1:")),
         "{listening}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    assert!(seen.last().unwrap().contains("\"stopped\""), "{seen:?}");
+}
+
+#[test]
+fn text_logs_off_a_terminal_carry_no_colour_codes() {
+    let (code, seen) = logs_of_a_run_stopped_at_once("text");
+    assert_eq!(code, Some(0), "{seen:?}");
+    assert!(seen.len() >= 3, "{seen:?}");
+    for line in &seen {
+        assert!(!line.contains('\u{1b}'), "an escape code in {line:?}");
+    }
+    assert!(seen.last().unwrap().ends_with("stopped"), "{seen:?}");
 }

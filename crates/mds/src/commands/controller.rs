@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::ValueEnum;
 use mds_api::resources::TargetApiVersion;
 use mds_operator::http_source::ScrapeConfig;
 use mds_operator::leader::{Election, LeaseConfig};
@@ -15,11 +14,7 @@ use mds_operator::runtime::{self, ControllerConfig};
 use mds_operator::telemetry::{self, Endpoints, Telemetry};
 use tokio::sync::watch;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
+use super::service::{LogFormat, init_logging, stop_signal};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -103,18 +98,6 @@ pub struct Args {
     pub log_format: LogFormat,
 }
 
-pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
-}
-
 pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
     let config = match kubeconfig {
         Some(path) => {
@@ -139,8 +122,9 @@ fn identity(args: &Args) -> String {
     })
 }
 
-async fn shutdown_signal(tx: watch::Sender<bool>) {
-    super::stop_signal().await;
+/// Tells everything to stop once `signal` completes.
+async fn shutdown_on(signal: impl std::future::Future<Output = ()>, tx: watch::Sender<bool>) {
+    signal.await;
     tracing::info!("shutting down: finishing passes in flight, then releasing the lease");
     let _ = tx.send(true);
 }
@@ -155,7 +139,8 @@ async fn serve(args: &Args) -> Result<(), String> {
     let client = client(args.kubeconfig.as_ref()).await?;
     let telemetry = Arc::new(Telemetry::new());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    tokio::spawn(shutdown_signal(shutdown_tx));
+    // The handlers are installed here, before any port is bound.
+    tokio::spawn(shutdown_on(stop_signal(), shutdown_tx));
     let listeners = if args.metrics_bind_address == args.health_probe_bind_address {
         vec![(
             args.metrics_bind_address,

@@ -5,6 +5,7 @@ pub mod gitops;
 pub mod inspect_metrics;
 pub mod lab;
 pub mod replay;
+pub mod service;
 pub mod validate;
 pub mod webhook;
 
@@ -62,21 +63,4 @@ pub fn warning_line(message: &str) -> String {
 
 pub fn note_line(message: &str) -> String {
     format!("mds: note: {message}\n")
-}
-
-/// Completes on Ctrl-C or SIGTERM (Kubernetes stopping the Pod).
-pub async fn stop_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let term = async move {
-        match term.as_mut() {
-            Some(t) => {
-                t.recv().await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }

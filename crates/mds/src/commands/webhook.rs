@@ -11,6 +11,8 @@ use mds_webhook::ports::Lookups;
 use mds_webhook::router::{WebhookState, router};
 use mds_webhook::tls::{CertificateFiles, ReloadingCertificate};
 
+use super::service::{LogFormat, init_logging, stop_signal};
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// PEM certificate chain to serve, serving certificate first. Rewriting the file (with
@@ -48,21 +50,14 @@ pub struct Args {
     /// Milliseconds one target or scaler lookup may take before the webhook answers without it.
     #[arg(long, value_name = "MS", default_value_t = 3000, value_parser = clap::value_parser!(u64).range(100..=25_000))]
     pub lookup_timeout_ms: u64,
-    /// Log format: text lines, or one JSON object per line (as the controller's).
+    /// Log format: text lines, or one JSON object per line (as the controller's). The level
+    /// comes from RUST_LOG (default info).
     #[arg(long, value_enum, default_value = "text")]
-    pub log_format: super::controller::LogFormat,
+    pub log_format: LogFormat,
 }
 
 pub fn run(args: &Args) -> ExitCode {
-    // Logs go to standard error, one line per event.
-    let logs = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false);
-    let _ = match args.log_format {
-        super::controller::LogFormat::Text => logs.try_init(),
-        super::controller::LogFormat::Json => logs.json().flatten_event(true).try_init(),
-    };
+    init_logging(args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -122,6 +117,9 @@ pub async fn serve_webhooks(
 }
 
 async fn serve(args: &Args) -> ExitCode {
+    // Before the port is bound: a SIGTERM sent once the listening line is out always stops
+    // the server cleanly.
+    let stop = stop_signal();
     let lookups = if args.no_api_lookups {
         tracing::warn!("API lookups disabled (--no-api-lookups): for tests only");
         Lookups::disabled()
@@ -141,38 +139,15 @@ async fn serve(args: &Args) -> ExitCode {
         cert_check_seconds: args.cert_check_seconds,
         lookup_timeout_ms: args.lookup_timeout_ms,
     };
-    match serve_webhooks(&options, lookups, stop_signal()).await {
+    let stopping = async move {
+        stop.await;
+        tracing::info!("stopping: no new connections, open requests finish");
+    };
+    match serve_webhooks(&options, lookups, stopping).await {
         Ok(()) => {
             tracing::info!("stopped");
             ExitCode::SUCCESS
         }
         Err(e) => fail(&e),
     }
-}
-
-/// Completes on SIGTERM (Kubernetes stopping the Pod) or Ctrl-C.
-async fn stop_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate = match tokio::signal::unix::signal(
-            tokio::signal::unix::SignalKind::terminate(),
-        ) {
-            Ok(signal) => signal,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch SIGTERM; only Ctrl-C stops the server");
-                let _ = interrupt.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
-    tracing::info!("stopping: no new connections, open requests finish");
 }

@@ -1,8 +1,11 @@
 //! What the tests of deploy/ share: rendering the manifests (kustomize through the pinned
 //! kubectl, the chart through the pinned helm), comparing objects semantically, applying objects
-//! with kubectl, and installing deploy/'s ServiceAccount and RBAC into a test namespace.
+//! with kubectl, installing deploy/'s ServiceAccount and RBAC into a test namespace, and
+//! running mds-webhook's server in the test process ([`webhook`]).
 
 #![allow(dead_code)]
+
+pub mod webhook;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -14,6 +17,18 @@ use serde_json::{Value, json};
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// GPUStack's ModelDeployment at `worker.gpustack.ai/v1`, for dynamic objects (our read model
+/// carries no apiVersion and kind, so targets are created as dynamic objects).
+pub fn md_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "worker.gpustack.ai".into(),
+        version: "v1".into(),
+        api_version: "worker.gpustack.ai/v1".into(),
+        kind: "ModelDeployment".into(),
+        plural: "modeldeployments".into(),
+    }
 }
 
 /// The namespace deploy/ installs into.

@@ -189,7 +189,7 @@ async fn serve(plan: Plan) -> Result<(), String> {
         },
         ..LabOptions::default()
     };
-    let mut stop = Box::pin(super::super::stop_signal());
+    let mut stop = Box::pin(super::super::service::stop_signal());
     let mut lab = tokio::select! {
         started = Lab::start(options) => started.map_err(|e| e.to_string())?,
         _ = &mut stop => return Ok(()),
