@@ -169,7 +169,7 @@ async fn binds_scales_up_under_load_and_down_through_a_retirement() {
     // The added replicas are admitted and ready: the cohort clears.
     eventually("the cohort is admitted", LONG, || async {
         let s = scene.scalers.get("llm").await.ok()?;
-        status_of(&s).pending_cohort.is_none().then_some(())
+        s.status.as_ref()?.pending_cohort.is_none().then_some(())
     })
     .await
     .unwrap();
@@ -272,7 +272,7 @@ async fn an_aborted_retirement_is_restored_and_starts_the_cooldown() {
     // can follow within milliseconds, faster than any poll. The record is what lasts.
     let s = eventually("the abort restored", LONG, || async {
         let s = scene.scalers.get("llm").await.ok()?;
-        let last = status_of(&s).last_scale_down.clone()?;
+        let last = s.status.as_ref()?.last_scale_down.clone()?;
         (last.outcome == mds_api::status::ScaleDownOutcome::Aborted).then_some(s)
     })
     .await
@@ -488,7 +488,7 @@ async fn a_standby_resumes_a_pending_cohort_from_status_and_rolls_back_on_time()
     wait_replicas(&scene, "llm", "server", |n| n > 2).await;
     let s = eventually("the cohort in status", LONG, || async {
         let s = scene.scalers.get("llm").await.ok()?;
-        status_of(&s).pending_cohort.is_some().then_some(s)
+        s.status.as_ref()?.pending_cohort.is_some().then_some(s)
     })
     .await
     .unwrap();
