@@ -2,16 +2,14 @@
 //! `MetricsSource` port, and the per-role observations (D7–D10). Counter baselines live in the
 //! worker's `SampleStore`, per Pod UID, and are dropped when a Pod stops answering or goes.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Instant;
-
 use futures::future::join_all;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use mds_api::target::ModelDeployment;
 use mds_signals::scrape::{self, ScrapeTarget};
 use mds_signals::{PodReading, RoleInputs, RoleObservation, SampleStore, engine};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::facts::{pod_facts, restart_count};
 use crate::ports::{MetricsSource, ScrapeError};
@@ -59,6 +57,11 @@ pub async fn sample<M: MetricsSource>(
         }
     };
     let mut sampling = Sampling::default();
+    // Each page counts as read when it arrived, not when the pass began: at scale a read can
+    // wait for a permit or a slow engine for a good part of a second, and counter deltas over
+    // pass-start times would be off by that much (3 % of a 15 s interval per half second).
+    // Tokio's clock, so paused time keeps tests and simulations deterministic.
+    let started = tokio::time::Instant::now();
     let mut plans = Vec::new();
     for role in &md.spec.roles {
         let plan = scrape::plan(&pod_facts(pods, &role.name));
@@ -76,13 +79,16 @@ pub async fn sample<M: MetricsSource>(
         .filter_map(|p| Some((p.metadata.uid.as_deref()?, restart_count(p))))
         .collect();
     let mut readings: BTreeMap<&str, Vec<PodReading>> = BTreeMap::new();
-    for (role, uid, seconds, page) in pages {
+    for (role, uid, fetch, page) in pages {
+        let read_at = now
+            .saturating_add(fetch.arrived_after(started))
+            .unwrap_or(now);
         let error = match page {
             Ok(text) => {
                 // Only the families the adapter reads are parsed; no notes for inspection.
                 let engine_sample = engine::read_text(engine_kind, &text);
                 let restarts = restarts.get(uid.as_str()).copied().flatten();
-                let reading = store.record(engine_kind, &uid, restarts, engine_sample, now);
+                let reading = store.record(engine_kind, &uid, restarts, engine_sample, read_at);
                 readings.entry(role).or_default().push(reading);
                 None
             }
@@ -95,7 +101,7 @@ pub async fn sample<M: MetricsSource>(
         sampling.scrapes.push(ScrapeResult {
             role: role.to_string(),
             pod_uid: uid,
-            seconds,
+            seconds: fetch.seconds,
             error,
         });
     }
@@ -118,17 +124,31 @@ pub async fn sample<M: MetricsSource>(
     sampling
 }
 
+/// When one page arrived, on Tokio's clock, and how long its read took.
+struct FetchTimes {
+    arrived: tokio::time::Instant,
+    seconds: f64,
+}
+
+impl FetchTimes {
+    /// How long after `start` the page arrived.
+    fn arrived_after(&self, start: tokio::time::Instant) -> jiff::SignedDuration {
+        jiff::SignedDuration::try_from(self.arrived.saturating_duration_since(start))
+            .unwrap_or(jiff::SignedDuration::ZERO)
+    }
+}
+
 async fn fetch_one<'a, M: MetricsSource>(
     metrics: &M,
     role: &'a str,
     target: &ScrapeTarget,
-) -> (&'a str, String, f64, Result<String, ScrapeError>) {
-    let started = Instant::now();
+) -> (&'a str, String, FetchTimes, Result<String, ScrapeError>) {
+    let began = tokio::time::Instant::now();
     let page = metrics.fetch(&target.url).await;
-    (
-        role,
-        target.uid.clone(),
-        started.elapsed().as_secs_f64(),
-        page,
-    )
+    let arrived = tokio::time::Instant::now();
+    let times = FetchTimes {
+        arrived,
+        seconds: arrived.duration_since(began).as_secs_f64(),
+    };
+    (role, target.uid.clone(), times, page)
 }
