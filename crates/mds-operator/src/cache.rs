@@ -171,6 +171,20 @@ fn remove<K>(inner: &mut Inner<K>, id: &(String, String)) {
     }
 }
 
+/// What a cached Pod keeps: its metadata without the field managers, and its status. Passes
+/// read labels, annotations, the deletion mark, conditions, the address and restart counts;
+/// the spec (containers, volumes, environment) and `managedFields` are most of a Pod's size,
+/// and at thousands of Pods most of the controller's memory.
+pub fn trim_pod(pod: &mut k8s_openapi::api::core::v1::Pod) {
+    pod.metadata.managed_fields = None;
+    pod.spec = None;
+}
+
+/// Drops the field managers, which no pass reads.
+pub fn trim_managed_fields<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,5 +229,41 @@ mod tests {
         assert!(cache.group("ns", "other").is_empty());
         assert_eq!(cache.group("ns", "llm").len(), 1);
         assert_eq!(cache.len(), 1);
+    }
+
+    /// A Pod as the API server returns it: spec, field managers, status.
+    fn full_pod() -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "llm-server-0", "namespace": "ns", "uid": "u0",
+                "labels": {"app.kubernetes.io/instance": "llm", "app.kubernetes.io/component": "server",
+                    "modeldeployment.gpustack.ai/pod-ordinal": "0", "kueue.x-k8s.io/pod-group-name": "g0"},
+                "annotations": {"prometheus.io/port": "8000"},
+                "managedFields": [{"manager": "gpustack", "operation": "Update", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": {"f:containers": {}}}}]},
+            "spec": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.10.0",
+                "env": [{"name": "HF_HOME", "value": "/cache"}]}]},
+            "status": {"podIP": "10.0.0.7", "conditions": [
+                    {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+                "containerStatuses": [{"name": "main", "restartCount": 2, "ready": true, "image": "i",
+                    "imageID": "", "started": true}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_trimmed_pod_keeps_every_fact_a_pass_reads() {
+        use crate::facts::{place, pod_facts, pod_ready, restart_count};
+        let full = full_pod();
+        let mut trimmed = full.clone();
+        trim_pod(&mut trimmed);
+        assert!(trimmed.spec.is_none() && trimmed.metadata.managed_fields.is_none());
+        assert_eq!(place(&trimmed), place(&full));
+        assert_eq!(pod_ready(&trimmed), pod_ready(&full));
+        assert_eq!(restart_count(&trimmed), Some(2));
+        let facts = |p: &Pod| pod_facts(&[Arc::new(p.clone())], "server");
+        assert_eq!(facts(&trimmed), facts(&full));
+        assert_eq!(facts(&trimmed)[0].pod_ip.as_deref(), Some("10.0.0.7"));
+        assert_eq!(trimmed.metadata.labels, full.metadata.labels);
+        assert_eq!(trimmed.metadata.annotations, full.metadata.annotations);
     }
 }

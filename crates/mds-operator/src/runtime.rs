@@ -23,7 +23,7 @@ use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, trim_managed_fields, trim_pod};
 use crate::http_source::{HttpSource, ScrapeConfig};
 use crate::kube_cluster::{Caches, KubeCluster};
 use crate::ports::ScalerKey;
@@ -138,6 +138,7 @@ fn watch_into<K>(
     config: watcher::Config,
     caches: &Arc<Caches>,
     pick: fn(&Caches) -> &Cache<K>,
+    trim: fn(&mut K),
     touched: impl Fn(K) + Send + 'static,
 ) -> tokio::task::JoinHandle<()>
 where
@@ -145,7 +146,7 @@ where
 {
     let caches = caches.clone();
     feed(
-        watcher::watcher(api, config),
+        watcher::watcher(api, config).modify(trim),
         move |event| pick(&caches).apply(event),
         touched,
     )
@@ -185,6 +186,7 @@ pub async fn run(
         watcher::Config::default(),
         &caches,
         |c| &c.scalers,
+        trim_managed_fields,
         move |s: ModelDeploymentScaler| {
             let _ = scaler_tx.send(Message::Scaler {
                 key: ScalerKey {
@@ -202,6 +204,7 @@ pub async fn run(
         watcher::Config::default(),
         &caches,
         |c| &c.targets,
+        trim_managed_fields,
         move |md| {
             let _ = target_tx.send(Message::Target {
                 namespace: md.metadata.namespace.clone().unwrap_or_default(),
@@ -214,6 +217,7 @@ pub async fn run(
         watcher::Config::default().labels("app.kubernetes.io/name=model-deployment"),
         &caches,
         |c| &c.pods,
+        trim_pod,
         |_| {},
     ));
     if caches.workloads.is_some() {
@@ -222,6 +226,7 @@ pub async fn run(
             watcher::Config::default(),
             &caches,
             |c| c.workloads.as_ref().expect("served"),
+            trim_managed_fields,
             |_| {},
         ));
     }
