@@ -108,7 +108,7 @@ fn lab_options(args: &Args) -> Result<LabOptions, String> {
 /// Setup waits grow with the number of objects.
 fn setup_timeout(shape: &Shape, base_seconds: u64) -> Duration {
     let objects = (shape.targets as u64) * u64::from(shape.pods);
-    Duration::from_secs(base_seconds + objects / 20)
+    Duration::from_secs(base_seconds + objects / 10)
 }
 
 async fn run(args: &Args) -> Result<(), String> {
@@ -162,7 +162,9 @@ async fn run(args: &Args) -> Result<(), String> {
     let baseline = window::measure(&client, None, others, baseline_length).await?;
 
     eprintln!("starting {}", binary.display());
-    let log = lab.plane.folder().join("mds-controller.log");
+    // Outside the lab's folder, which goes with the lab.
+    let log = std::env::temp_dir().join(format!("mds-bench-controller-{}.log", std::process::id()));
+    eprintln!("  its log: {}", log.display());
     let mut controller = process::Controller::start(
         &binary,
         &lab.plane.kubeconfig_path(),
@@ -184,7 +186,7 @@ async fn run(args: &Args) -> Result<(), String> {
     )
     .await?;
     let settled = wait_steady(&controller, &shape).await?;
-    eprintln!("  steady after {settled} more passes without a write");
+    eprintln!("  steady (a pass of every scaler without a target write) after {settled:.0} s");
     check_standin(&lab)?;
 
     let length = Duration::from_secs(u64::from(args.interval) * u64::from(args.window_passes));
@@ -213,33 +215,33 @@ async fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Waits until a whole interval's passes have run for every scaler with no target write:
-/// the binds and the first plans are done and load is steady. Returns how many passes that
-/// took after every scaler was observing.
-async fn wait_steady(controller: &process::Controller, shape: &Shape) -> Result<u64, String> {
+/// Waits until every scaler has had a pass (as many passes as scalers) with no target write
+/// in between: the binds and first plans are done and load is steady. Returns the seconds
+/// that took.
+async fn wait_steady(controller: &process::Controller, shape: &Shape) -> Result<f64, String> {
     let interval = Duration::from_secs(u64::from(shape.interval_seconds));
-    let deadline = Instant::now() + interval * 20;
+    let started = Instant::now();
+    let deadline = started + interval * 20;
     let writes = |page: &[probe::Series]| probe::sum(page, "mds_decisions_total", &[]);
     let passes = |page: &[probe::Series]| probe::sum(page, "mds_passes_total", &[]);
-    let start = controller.metrics().await?;
-    let mut last = controller.metrics().await?;
+    let mut mark = controller.metrics().await?;
     loop {
-        tokio::time::sleep(interval + Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
         let now = controller.metrics().await?;
-        let quiet = writes(&now) == writes(&last);
-        let covered = passes(&now) - passes(&last) >= shape.targets as f64;
-        if quiet && covered {
-            return Ok(((passes(&now) - passes(&start)) / shape.targets as f64) as u64);
+        let total = writes(&now);
+        if total != writes(&mark) {
+            mark = now;
+        } else if passes(&now) - passes(&mark) >= shape.targets as f64 {
+            return Ok(started.elapsed().as_secs_f64());
         }
         if Instant::now() > deadline {
             return Err(format!(
-                "the controller was still writing targets after {} s ({} writes in the last \
-                 interval); see its log",
+                "the controller never ran a pass of every scaler without a target write in {} s \
+                 ({} target writes in all)",
                 (interval * 20).as_secs(),
-                writes(&now) - writes(&last)
+                total
             ));
         }
-        last = now;
     }
 }
 

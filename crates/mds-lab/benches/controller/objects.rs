@@ -249,7 +249,7 @@ pub async fn scalers_observing(
     })
 }
 
-/// Targets whose Server role is not at `pods` replicas (names), for the report.
+/// Targets whose Server role is not at `pods` replicas ("name: replicas"), for the report.
 pub async fn targets_moved(client: &kube::Client, shape: &Shape) -> Result<Vec<String>, String> {
     let list = target_api(client, &shape.namespace)
         .list(&ListParams::default().match_any())
@@ -259,6 +259,12 @@ pub async fn targets_moved(client: &kube::Client, shape: &Shape) -> Result<Vec<S
         .items
         .iter()
         .filter(|t| t.data["spec"]["roles"][0]["replicas"] != json!(shape.pods))
-        .filter_map(|t| t.metadata.name.clone())
+        .map(|t| {
+            format!(
+                "{}: {}",
+                t.metadata.name.as_deref().unwrap_or_default(),
+                t.data["spec"]["roles"][0]["replicas"]
+            )
+        })
         .collect())
 }

@@ -80,6 +80,19 @@ fn requests(start: &[Series], end: &[Series]) -> BTreeMap<String, f64> {
     out
 }
 
+/// Growth of a counter family over a window by one label's values (zeros left out).
+fn by_label(start: &[Series], end: &[Series], name: &str, label: &str) -> BTreeMap<String, f64> {
+    let mut out: BTreeMap<String, f64> = BTreeMap::new();
+    for (page, sign) in [(end, 1.0), (start, -1.0)] {
+        for s in page.iter().filter(|s| s.name == name) {
+            let value = s.labels.get(label).cloned().unwrap_or_default();
+            *out.entry(value).or_default() += sign * s.value;
+        }
+    }
+    out.retain(|_, v| *v != 0.0);
+    out
+}
+
 /// What a window measured.
 #[derive(Clone, Debug)]
 pub struct Measured {
@@ -88,6 +101,8 @@ pub struct Measured {
     pub passes: f64,
     pub scrapes: f64,
     pub scrape_errors: f64,
+    pub scrape_errors_by_reason: BTreeMap<String, f64>,
+    pub target_writes_by_kind: BTreeMap<String, f64>,
     pub scrape_buckets: Vec<(f64, f64)>,
     pub pass_buckets: Vec<(f64, f64)>,
     pub target_writes: f64,
@@ -116,6 +131,18 @@ impl Measured {
             passes: delta("mds_passes_total"),
             scrapes: delta("mds_scrape_duration_seconds_count"),
             scrape_errors: delta("mds_scrape_errors_total"),
+            scrape_errors_by_reason: by_label(
+                &start.controller,
+                &end.controller,
+                "mds_scrape_errors_total",
+                "reason",
+            ),
+            target_writes_by_kind: by_label(
+                &start.controller,
+                &end.controller,
+                "mds_decisions_total",
+                "kind",
+            ),
             scrape_buckets: histogram("mds_scrape_duration_seconds"),
             pass_buckets: histogram("mds_pass_duration_seconds"),
             target_writes: delta("mds_decisions_total"),
@@ -159,6 +186,8 @@ impl Measured {
             "rss_kib_per_scaler": (self.rss_mean - idle_rss as f64) / 1024.0 / scalers as f64,
             "scrapes": self.scrapes,
             "scrape_errors": self.scrape_errors,
+            "scrape_errors_by_reason": self.scrape_errors_by_reason,
+            "target_writes_by_kind": self.target_writes_by_kind,
             "scrape_ms_p50": q(0.5, &self.scrape_buckets),
             "scrape_ms_p99": q(0.99, &self.scrape_buckets),
             "pass_ms_p50": q(0.5, &self.pass_buckets),
