@@ -76,6 +76,8 @@ pub struct Report<'a> {
     pub measured: &'a Measured,
     pub baseline: &'a Measured,
     pub moved: &'a [String],
+    /// Stand-in errors after setup (printed as warnings).
+    pub standin_errors: usize,
 }
 
 impl Report<'_> {
@@ -105,6 +107,7 @@ impl Report<'_> {
             "baseline_requests": self.baseline.requests,
             "baseline_seconds": self.baseline.seconds,
             "targets_not_at_pods": self.moved,
+            "standin_errors_after_setup": self.standin_errors,
         })
     }
 
@@ -204,6 +207,12 @@ impl Report<'_> {
                 f("etcd_cores")
             ),
         );
+        if self.standin_errors > 0 {
+            row(
+                "stand-in errors after setup",
+                format!("{} (printed above)", self.standin_errors),
+            );
+        }
         if !self.moved.is_empty() {
             row(
                 "targets not at their Pod count",
