@@ -314,3 +314,56 @@ fn addresses_count_up_from_the_first_slot() {
     assert_eq!(ips, ["127.0.5.2", "127.0.5.3"]);
     assert!(world.metrics_page_at_slot(253 * 5).is_some());
 }
+
+/// The token counter line of a vLLM page.
+fn generated_tokens(page: &str) -> f64 {
+    page.lines()
+        .find(|l| l.starts_with("vllm:generation_tokens_total{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .expect("a generation token counter")
+}
+
+#[test]
+fn a_page_read_between_steps_serves_only_its_own_deployment_up_to_then() {
+    let load = mds_sim::LoadProfile::constant(mds_sim::Load::new(4.0, 1000.0, 200.0, 0.0).unwrap())
+        .unwrap();
+    let mut world = world(1);
+    let mut keys = Vec::new();
+    for name in ["a", "b"] {
+        let k = world
+            .apply_deployment(target(name, "vLLM", true, &[("server", "Server", 1, 1)]))
+            .unwrap();
+        world.set_load(&k, "server", load.clone()).unwrap();
+        keys.push(k);
+    }
+    world.advance_to(t(10)).unwrap();
+    let slot = |world: &World, k: &mds_sim::DeploymentKey| world.pods(k)[0].ip_slot;
+    let (a, b) = (slot(&world, &keys[0]), slot(&world, &keys[1]));
+    // The same world stepped to the moment of the read.
+    let mut stepped = world.clone();
+    stepped
+        .step(t(10) + jiff::SignedDuration::from_millis(500))
+        .unwrap();
+
+    let as_of = world.metrics_page_at_slot_as_of(a, t(10) + jiff::SignedDuration::from_millis(500));
+    assert_eq!(as_of, stepped.metrics_page_at_slot(a));
+    let before = generated_tokens(world.metrics_page_at_slot(b).as_ref().unwrap());
+    assert!(before < generated_tokens(stepped.metrics_page_at_slot(b).as_ref().unwrap()));
+    assert_eq!(world.now(), t(10), "the world itself did not step");
+    // An earlier moment changes nothing; the next step serves from where the read left off.
+    let again = world.metrics_page_at_slot_as_of(a, t(10));
+    assert_eq!(again, stepped.metrics_page_at_slot(a));
+    world.step(t(11)).unwrap();
+    stepped.step(t(11)).unwrap();
+    assert_eq!(
+        world.metrics_page_at_slot(a),
+        stepped.metrics_page_at_slot(a)
+    );
+    let rate = generated_tokens(world.metrics_page_at_slot(b).as_ref().unwrap()) - before;
+    assert!(
+        (rate - 800.0).abs() < 1.0,
+        "b served one second at 800 tokens/s: {rate}"
+    );
+    assert_eq!(world.metrics_page_at_slot_as_of(9_999, t(12)), None);
+}

@@ -17,6 +17,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use jiff::Timestamp;
 use mds_sim::PodView;
 use tokio::task::JoinHandle;
 
@@ -101,21 +102,31 @@ fn listen(address: SocketAddr, slot: u32, shared: Arc<Shared>) -> std::io::Resul
 async fn metrics(State(page): State<Page>) -> Response {
     let rendered = {
         let mut state = page.shared.lock();
-        // The page as of now, not of the last tick: two scrapes give exact rates.
-        state.catch_up();
-        state.world.metrics_page_at_slot(page.slot)
+        // The page as of now, not of the last tick, so two scrapes give exact rates; only
+        // this Pod's deployment is brought to now, which keeps a scrape's cost independent of
+        // the size of the world.
+        let now = Timestamp::now().max(state.world.now());
+        state.world.metrics_page_at_slot_as_of(page.slot, now)
     };
+    // vLLM and SGLang (uvicorn) close a connection idle for 5 s, less than any scrape interval
+    // (5 s at least), so a scraper opens a new connection for every scrape; closing at once
+    // does the same and keeps the stand-in at one descriptor per Pod.
+    let close = (header::CONNECTION, "close");
     match rendered {
         Some(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "text/plain; version=0.0.4; charset=utf-8",
-            )],
+            [
+                (
+                    header::CONTENT_TYPE,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                ),
+                close,
+            ],
             text,
         )
             .into_response(),
         None => (
             StatusCode::SERVICE_UNAVAILABLE,
+            [close],
             "the engine is not serving yet\n",
         )
             .into_response(),

@@ -52,6 +52,10 @@ pub struct StandInOptions {
     pub quotas: BTreeMap<String, u32>,
     /// Load offered to the targets; see [`crate::load_syntax`].
     pub loads: Vec<LoadRule>,
+    /// How often the mirror lists every Pod and Workload to find what was deleted from outside
+    /// or orphaned. Each audit reads every object from etcd, which matters with thousands of
+    /// Pods (benchmarks make it rare).
+    pub audit_every: Duration,
 }
 
 impl Default for StandInOptions {
@@ -63,6 +67,7 @@ impl Default for StandInOptions {
             first_ip_slot: None,
             quotas: BTreeMap::new(),
             loads: Vec::new(),
+            audit_every: Duration::from_secs(5),
         }
     }
 }
@@ -116,6 +121,7 @@ pub(crate) struct Shared {
     pub passes: channel::Sender<u64>,
     pub namespace: Option<String>,
     pub tick: Duration,
+    pub audit_every: Duration,
 }
 
 impl Shared {
@@ -156,6 +162,7 @@ impl StandIn {
             passes,
             namespace: options.namespace.clone(),
             tick: options.tick,
+            audit_every: options.audit_every,
         });
         let (listed_tx, mut listed) = channel::channel(false);
         let tasks = vec![

@@ -38,6 +38,9 @@ pub(crate) struct Deployment {
     pub retirement: Option<RetirementState>,
     pub consumed_tokens: BTreeSet<String>,
     pub last_consumed_token: Option<String>,
+    /// Its engines have served the offered load up to here: the last step, or later when a
+    /// page was read between steps.
+    pub served_until: Timestamp,
 }
 
 /// Replicas of a role as the stand-in reads them: the schema's 1..=1024, with anything below
@@ -47,7 +50,7 @@ pub(crate) fn desired_of(role: &TargetRole) -> u32 {
 }
 
 impl Deployment {
-    pub fn new(key: DeploymentKey, object: ModelDeployment) -> Deployment {
+    pub fn new(key: DeploymentKey, object: ModelDeployment, now: Timestamp) -> Deployment {
         Deployment {
             key,
             object,
@@ -57,6 +60,7 @@ impl Deployment {
             retirement: None,
             consumed_tokens: BTreeSet::new(),
             last_consumed_token: None,
+            served_until: now,
         }
     }
 

@@ -259,7 +259,7 @@ impl World {
                 md.metadata.namespace = Some(key.namespace.clone());
                 // No status until the stand-in's first pass, as on a real cluster.
                 self.deployments
-                    .insert(key.clone(), Deployment::new(key.clone(), md));
+                    .insert(key.clone(), Deployment::new(key.clone(), md, self.now));
             }
         }
         Ok(key)
@@ -321,9 +321,8 @@ impl World {
                 to: now,
             });
         }
-        let from = self.now;
         for dep in self.deployments.values_mut() {
-            serving::serve(dep, from, now, &self.config);
+            serving::serve(dep, now, &self.config);
         }
         let mut ctx = Ctx {
             config: &self.config,
@@ -426,6 +425,22 @@ impl World {
     /// The `/metrics` page served at an address slot (see [`PodView::ip_slot`]).
     pub fn metrics_page_at_slot(&self, slot: u32) -> Option<String> {
         self.find_member(|_, m| m.ip_slot == slot)
+    }
+
+    /// The page at an address slot as of `now`: the engines of that Pod's deployment serve the
+    /// load offered up to `now` first (as the next step would have them do), the rest of the
+    /// world stays where it is. A server answering scrapes between steps gives exact counters
+    /// this way at the cost of one deployment, not of a step of every one. A `now` before what
+    /// was served already changes nothing.
+    pub fn metrics_page_at_slot_as_of(&mut self, slot: u32, now: Timestamp) -> Option<String> {
+        let key = self.deployments.iter().find_map(|(key, dep)| {
+            dep.instances()
+                .any(|(_, i)| i.members.iter().any(|m| m.ip_slot == slot))
+                .then(|| key.clone())
+        })?;
+        let dep = self.deployments.get_mut(&key).expect("found above");
+        serving::serve(dep, now, &self.config);
+        self.metrics_page_at_slot(slot)
     }
 
     fn find_member(

@@ -1,6 +1,8 @@
 //! Offered load → engines: each role's arrivals in a step are split evenly over its routed
 //! instances (ready and not withdrawn); with none routed they are counted as unserved. Every
-//! running engine advances, so withdrawn ones drain.
+//! running engine advances, so withdrawn ones drain. Each deployment keeps the time it was
+//! served up to, so one deployment can be brought to the moment a page is read without
+//! stepping the rest of the world.
 
 use std::collections::BTreeMap;
 
@@ -14,8 +16,14 @@ fn seconds_between(from: Timestamp, to: Timestamp) -> f64 {
     to.duration_since(from).as_secs_f64()
 }
 
-/// Serves one deployment's load from `from` to `to`.
-pub(crate) fn serve(dep: &mut Deployment, from: Timestamp, to: Timestamp, config: &WorldConfig) {
+/// Serves one deployment's load from where it was served up to, to `to` (nothing when `to`
+/// is not later).
+pub(crate) fn serve(dep: &mut Deployment, to: Timestamp, config: &WorldConfig) {
+    let from = dep.served_until;
+    if to <= from {
+        return;
+    }
+    dep.served_until = to;
     let dt = seconds_between(from, to);
     let mut offered: BTreeMap<String, Arrivals> = BTreeMap::new();
     for (role, load) in &dep.loads {

@@ -16,7 +16,7 @@ mod workloads;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kube::Client;
 use mds_api::target::{ModelDeploymentStatus, Workload};
@@ -27,9 +27,6 @@ use super::Shared;
 use super::listeners::Listeners;
 use pods::PodRecord;
 use workloads::WorkloadRecord;
-
-/// How often the mirror lists what is really there.
-const AUDIT_EVERY: Duration = Duration::from_secs(5);
 
 /// (namespace, name)
 type ObjectKey = (String, String);
@@ -88,7 +85,7 @@ impl Mirror {
         };
         let grace = termination.as_secs().max(1).unsigned_abs();
         let outcome = self.sync_pods(&pods, grace).await;
-        let (workloads, statuses, pods) = {
+        let (workloads, statuses) = {
             let mut state = self.shared.lock();
             if !outcome.adopted.is_empty() {
                 // Adopt only where the world still has the Pod it was asked to create.
@@ -119,7 +116,7 @@ impl Mirror {
                     Some((k.clone(), uid, md.status.clone()?))
                 })
                 .collect();
-            (workloads, statuses, state.world.all_pods())
+            (workloads, statuses)
         };
         let adopted = self.sync_workloads(&workloads).await;
         if !adopted.is_empty() {
@@ -136,8 +133,13 @@ impl Mirror {
             }
         }
         self.sync_statuses(&statuses).await;
+        // The Pods as of the start of the pass: a Pod lost or replaced meanwhile has its
+        // listener moved at the next pass.
         self.listeners.reconcile(&pods, &self.shared);
-        if self.last_audit.is_none_or(|at| at.elapsed() >= AUDIT_EVERY) {
+        if self
+            .last_audit
+            .is_none_or(|at| at.elapsed() >= self.shared.audit_every)
+        {
             self.last_audit = Some(Instant::now());
             self.audit().await;
         }
