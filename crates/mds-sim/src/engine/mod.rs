@@ -28,6 +28,13 @@ use crate::load::Arrivals;
 use batch::Batch;
 use histogram::{HistogramAcc, layouts};
 
+/// The floor of a step's ITL observations as a share of their mean (never below the unloaded
+/// ITL). A real engine's per-token ITL at a steady batch is tight, its p95 within about 1.5
+/// times the mean; over `floor + Exp(mean - floor)` this share puts the p95 at about
+/// `0.85 + ln 20 x 0.15 = 1.3` times the mean, where a floor at the unloaded ITL put it at three
+/// times the mean's excess over that floor (75 to 100 ms at 23 % utilisation).
+pub const ITL_FLOOR_SHARE: f64 = 0.85;
+
 /// Capacity and unloaded latency of one engine instance.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EngineProfile {
@@ -298,8 +305,10 @@ impl EngineState {
         self.ttft.observe(n, ttft_floor, ttft_mean);
         if self.kind != WorkKind::Prefill {
             let steps = (served.output_tokens - n).max(0.0);
-            self.itl.observe(steps, base_itl, itl);
-            self.request_tpot.observe(n, base_itl, itl);
+            // A steady batch steps at a steady pace: the spread is a small share of the mean.
+            let itl_floor = base_itl.max(ITL_FLOOR_SHARE * itl);
+            self.itl.observe(steps, itl_floor, itl);
+            self.request_tpot.observe(n, itl_floor, itl);
         }
         self.last = StepSummary {
             served_requests_per_second: rate,
@@ -400,6 +409,30 @@ mod tests {
             seconds += 1;
         }
         assert!(e.is_idle() && seconds > 5 && seconds < 120, "{seconds} s");
+    }
+
+    /// The p95 a histogram reads: the smallest bound holding 95 % of its observations.
+    fn p95(h: &HistogramAcc) -> f64 {
+        h.bounds
+            .iter()
+            .zip(&h.cumulative)
+            .find(|(_, c)| **c >= 0.95 * h.count)
+            .map_or(f64::INFINITY, |(b, _)| *b)
+    }
+
+    #[test]
+    fn itl_at_a_steady_batch_is_tight() {
+        // 3 requests/s of 512 + 128 tokens: 23 % utilisation, mean ITL 35 ms.
+        let mut e = engine(WorkKind::Server);
+        let load = Load::new(3.0, 512.0, 128.0, 0.0).unwrap();
+        for _ in 0..120 {
+            e.advance(&EngineProfile::default(), &arrivals(load, 1.0), 1.0);
+        }
+        let mean = e.itl.sum / e.itl.count;
+        assert!((mean - 0.0351).abs() < 0.001, "mean {mean}");
+        let p95 = p95(&e.itl);
+        assert!(p95 <= 1.5 * mean, "p95 {p95} s over a mean of {mean} s");
+        assert_eq!(p95, 0.05, "vLLM's 50 ms bucket holds 95 %");
     }
 
     #[test]
