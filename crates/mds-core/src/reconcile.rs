@@ -436,14 +436,18 @@ fn plan_roles(
     let roles: Vec<RoleInput> = policy
         .roles
         .iter()
+    // D32: a change of the spec releases stalled latency guards.
+    planner.plan_under(input.scaler.generation);
+    let spec = input.scaler.spec;
+    let waits = (spec.pending_timeout_seconds(), spec.interval_seconds());
         .map(|r| RoleInput {
             current: current[&r.name],
             observation: input.observations.get(&r.name).cloned(),
             growth_in_flight: growth_in_flight(
-                planner.roles.get(&r.name).and_then(|m| m.last_growth),
+                planner.roles.get_mut(&r.name),
                 target,
                 &r.name,
-                input.scaler.spec.pending_timeout_seconds(),
+                waits,
                 input.now,
             ),
             growth_backoff: backoff.contains(&r.name),
@@ -452,6 +456,7 @@ fn plan_roles(
     let plan = mds_planner::plan(
         &PlanInput {
             policy: &policy,
+    let stalled_before = stalled_guards(planner);
             roles: &roles,
             guards,
             now: input.now,
@@ -462,6 +467,7 @@ fn plan_roles(
         .status
         .as_ref()
         .map(|s| {
+    report_stalled_guards(pass, &stalled_before, planner);
             s.roles
                 .iter()
                 .filter_map(|r| Some((r.name.clone(), r.ready?)))
@@ -495,6 +501,33 @@ fn plan_roles(
 fn commit(pass: &mut Pass, target: &Target, binding: &str, term: i64, memory: &mut Memory) {
     let Some(plan) = pass.plan.as_ref().filter(|p| p.conflict.is_none()) else {
         return;
+/// Roles whose latency guard has stopped adding replicas (D32).
+fn stalled_guards(planner: &PlannerState) -> BTreeSet<String> {
+    planner
+        .roles
+        .iter()
+        .filter(|(_, m)| m.guard.stalled_at.is_some())
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// A latency guard that stopped adding replicas this pass says so once (D32).
+fn report_stalled_guards(pass: &mut Pass, before: &BTreeSet<String>, planner: &PlannerState) {
+    for (role, memory) in &planner.roles {
+        let Some(breach) = memory.guard.stalled_at.filter(|_| !before.contains(role)) else {
+            continue;
+        };
+        pass.event(
+            true,
+            "LatencyGuardStalled",
+            "Plan",
+            format!(
+                "role {role}: two replicas the latency guard added did not lower latency ({breach:.2}x its target); it adds no more and only holds scale-down until latency falls below 1.2x its target, moves by more than 10 %, or the scaler spec changes"
+            ),
+        );
+    }
+}
+
     };
     let current = protocol::current_vector(target.deployment);
     let mut vector = current.clone();
@@ -561,6 +594,8 @@ pub(crate) fn commit_vector(
         }
     }
     if let Some(record) = protocol::scale_down_record(&current, vector) {
+                memory.growth_ready_at = None;
+                memory.guard.record_growth();
         pass.status.last_scale_down = Some(record);
     }
     decision

@@ -9,7 +9,7 @@ use mds_api::status::{
     LastCommit, PendingCohort, RebalanceStatus, ReplicaVector, ScaleDownOutcome,
 };
 use mds_planner::Guards;
-use mds_planner::state::Growth;
+use mds_planner::state::RoleState;
 
 use crate::conditions::{self, ACTIVE};
 use crate::protocol::{self, CohortState, RetirementState};
@@ -84,26 +84,26 @@ pub(crate) fn resume_kept_records(pass: &mut Pass, target: &Target) {
     );
 }
 
-/// D13: our own growth of `role` is in flight while an ordinal our last growth commit added to
-/// it is not ready and that commit is younger than `pendingTimeoutSeconds`. The growth is kept
-/// in planner memory, so another role's commit in between does not hide it.
+/// D13, D32: our own growth of `role` is in flight while an ordinal our last growth commit
+/// added to it is not ready and that commit is younger than `pendingTimeoutSeconds`, and then
+/// until one full sampling interval of readings that include the added replicas is in: from
+/// the first pass that sees them all ready, one `intervalSeconds`. The growth is kept in
+/// planner memory, so another role's commit in between does not hide it; that first pass is
+/// noted in the same memory. Released by the interval (bounded once they are ready) or the
+/// timeout (while they are not).
 pub(crate) fn growth_in_flight(
-    growth: Option<Growth>,
+    memory: Option<&mut RoleState>,
     target: &Target,
     role: &str,
-    timeout_seconds: i64,
+    (timeout_seconds, interval_seconds): (i64, i64),
     now: Timestamp,
 ) -> bool {
-    let Some(growth) = growth else {
+    let Some(memory) = memory else {
         return false;
     };
-    let young = growth
-        .at
-        .checked_add(SignedDuration::from_secs(timeout_seconds))
-        .is_ok_and(|end| now < end);
-    if !young {
+    let Some(growth) = memory.last_growth else {
         return false;
-    }
+    };
     let current = target
         .deployment
         .spec
@@ -111,8 +111,19 @@ pub(crate) fn growth_in_flight(
         .iter()
         .find(|r| r.name == role)
         .map_or(0, |r| r.replicas());
-    (growth.from.max(0)..growth.to.min(current))
-        .any(|o| !target.ready_ordinals.contains(&(role.to_string(), o)))
+    let starting = (growth.from.max(0)..growth.to.min(current))
+        .any(|o| !target.ready_ordinals.contains(&(role.to_string(), o)));
+    if starting {
+        memory.growth_ready_at = None;
+        return growth
+            .at
+            .checked_add(SignedDuration::from_secs(timeout_seconds))
+            .is_ok_and(|end| now < end);
+    }
+    let ready_at = *memory.growth_ready_at.get_or_insert(now);
+    ready_at
+        .checked_add(SignedDuration::from_secs(interval_seconds))
+        .is_ok_and(|end| now < end)
 }
 
 /// A commit of ours is on the target (its decision annotation, our term) but our status does

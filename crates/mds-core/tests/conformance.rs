@@ -208,9 +208,12 @@ fn the_latency_guard_ignores_replicas_that_are_not_ready_for_reasons_of_their_ow
         let o = w.pass();
         assert!(o.write.is_none(), "compounded: {:?}", o.write);
     }
-    // Ready: latency still breaches, so one more.
+    // Ready: measured for one interval (D32), latency still breaches, so one more.
     w.ready = Some((0..4).map(|o| ("decode".to_string(), o)).collect());
     w.observe("decode", slow_decode(4));
+    w.now += 15;
+    w.pass();
+    assert_eq!(w.replicas()["decode"], 4, "not measured with ordinal 3 yet");
     w.now += 15;
     w.pass();
     assert_eq!(w.replicas()["decode"], 5);

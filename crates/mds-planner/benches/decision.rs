@@ -53,6 +53,8 @@ fn observation(prompt: f64, generation: f64) -> RoleObservation {
         kv_cache_usage: Some(0.6),
         ttft_milliseconds: Some(420.0),
         itl_milliseconds: Some(45.0),
+        ttft_observations: None,
+        itl_observations: None,
         prompt_paths: vec![],
     }
 }

@@ -10,7 +10,7 @@ use mds_signals::RoleObservation;
 
 use crate::policy::{PredictivePolicy, TokenPolicy};
 use crate::reason::Reason;
-use crate::state::{Kalman, Noise, RoleState};
+use crate::state::{GUARD_GROWTH_BREACH, GuardMemory, Kalman, Noise, RoleState};
 
 /// An algorithm's answer for one role.
 #[derive(Clone, Debug, PartialEq)]
@@ -185,24 +185,123 @@ pub fn record_demand(
     state.record_demand(now, d, token.longest_window_seconds());
     Some(d)
 }
+/// A p95 read from fewer observations than this in the interval is too thin to grow on (D32).
+pub const MIN_LATENCY_OBSERVATIONS: f64 = 20.0;
+
+/// The latency readings of a role against their targets (D13, D32).
+struct Breach {
+    /// The larger relative breach of the readings its kind checks that are present.
+    any: Option<f64>,
+    /// The same over the readings with enough observations to grow on.
+    solid: Option<f64>,
+    /// The fewest observations behind a thin reading that breaches 1.2x, if any.
+    thin: Option<f64>,
+    /// A reading the kind checks is missing.
+    missing: bool,
+}
+
 
 /// The relative latency breach of a role (D13): the larger of the readings its kind checks
-/// that are present, and whether a reading it checks is missing.
-fn latency_breach(
-    kind: &RoleKind,
-    o: &RoleObservation,
-    token: &TokenPolicy,
-) -> (Option<f64>, bool) {
-    let ttft = o.ttft_milliseconds.map(|v| v / token.ttft_target_ms);
-    let itl = o.itl_milliseconds.map(|v| v / token.itl_target_ms);
-    let checked: &[Option<f64>] = match kind {
+/// that are present; a count of observations that is unknown counts as enough (D32).
+fn latency_breach(kind: &RoleKind, o: &RoleObservation, token: &TokenPolicy) -> Breach {
+    let reading = |p95: Option<f64>, target: f64, n: Option<f64>| p95.map(|v| (v / target, n));
+    let ttft = reading(
+        o.ttft_milliseconds,
+        token.ttft_target_ms,
+        o.ttft_observations,
+    );
+    let itl = reading(o.itl_milliseconds, token.itl_target_ms, o.itl_observations);
+    let checked: &[Option<(f64, Option<f64>)>] = match kind {
         RoleKind::Prefill => &[ttft],
         RoleKind::Decode => &[itl],
         RoleKind::Server => &[ttft, itl],
         _ => &[],
     };
-    let breach = checked.iter().flatten().copied().reduce(f64::max);
-    (breach, checked.iter().any(Option::is_none))
+    let present = || checked.iter().flatten().copied();
+    // A count that is not a number is no count of enough observations.
+    let thin = |n: Option<f64>| n.is_some_and(|n| n.is_nan() || n < MIN_LATENCY_OBSERVATIONS);
+    Breach {
+        any: present().map(|(b, _)| b).reduce(f64::max),
+        solid: present()
+            .filter(|(_, n)| !thin(*n))
+            .map(|(b, _)| b)
+            .reduce(f64::max),
+        thin: present()
+            .filter(|(b, n)| thin(*n) && *b > GUARD_GROWTH_BREACH)
+            .filter_map(|(_, n)| n)
+            .reduce(f64::min),
+        missing: checked.iter().any(Option::is_none),
+    }
+}
+
+/// Holds `rec` at current for the latency guard (`LatencyGuardHold`) and notes why.
+fn guard_hold(rec: &mut Recommendation, current: i32, note: String) {
+    if rec.raw <= current {
+        rec.raw = current;
+        rec.reason = Reason::LatencyGuardHold;
+    }
+    rec.holds_scale_down = true;
+    rec.note.push_str(&note);
+}
+
+/// The latency guard (D13, D32) on top of the throughput recommendation `rec`.
+fn latency_guard(
+    token: &TokenPolicy,
+    role: &RoleView,
+    o: &RoleObservation,
+    guard: &mut GuardMemory,
+    rec: &mut Recommendation,
+) {
+    let current = role.current;
+    let b = latency_breach(role.kind, o, token);
+    guard.asked = None;
+    // Judged on solid readings only, once our last growth is measured.
+    let stalled = guard.judge(b.solid, !role.growth_in_flight);
+    if let Some(solid) = b.solid.filter(|s| *s > GUARD_GROWTH_BREACH && !stalled) {
+        // While our own growth is still starting or being measured, hold instead of adding
+        // one more every pass (D13, D32).
+        let one_more = one_more_replica(role);
+        if one_more > rec.raw {
+            rec.raw = one_more;
+            rec.reason = Reason::LatencyGuardScaleUp;
+            if one_more > current {
+                guard.asked = Some(solid);
+            }
+        }
+        rec.holds_scale_down = true;
+        rec.note
+            .push_str(&format!("; latency at {solid:.2}x target"));
+    } else if let Some(breach) = b.any.filter(|b| *b > 1.0) {
+        let why = match (stalled, b.thin) {
+            (true, _) if b.solid.is_some_and(|s| s > GUARD_GROWTH_BREACH) => format!(
+                "; latency at {breach:.2}x target holds scale-down: added capacity did not lower latency (stalled at {:.2}x; released below {GUARD_GROWTH_BREACH}x, on a change of more than 10 % or a spec change)",
+                guard.stalled_at.unwrap_or(breach)
+            ),
+            (_, Some(n)) if b.solid.is_none_or(|s| s <= GUARD_GROWTH_BREACH) => format!(
+                "; latency at {breach:.2}x target holds scale-down: a p95 from {n} observations is too thin to grow on (fewer than {MIN_LATENCY_OBSERVATIONS})"
+            ),
+            _ => format!("; latency at {breach:.2}x target holds scale-down"),
+        };
+        if breach > GUARD_GROWTH_BREACH {
+            guard_hold(rec, current, why);
+        } else {
+            if rec.raw < current {
+                rec.raw = current;
+                rec.reason = Reason::LatencyGuardHold;
+            }
+            rec.holds_scale_down = true;
+            rec.note.push_str(&why);
+        }
+    }
+    // An idle role has no latency to report; otherwise a missing reading holds scale-down.
+    if b.missing && o.signal_state != SignalState::Idle {
+        if rec.raw < current {
+            rec.raw = current;
+            rec.reason = Reason::LatencyGuardHold;
+        }
+        rec.holds_scale_down = true;
+        rec.note.push_str("; latency missing holds scale-down");
+    }
 }
 
 /// TokenThroughput: windows, panic and the latency guard. The demand sample of this pass must
@@ -210,7 +309,7 @@ fn latency_breach(
 pub fn token_throughput(
     token: &TokenPolicy,
     role: &RoleView,
-    state: &RoleState,
+    state: &mut RoleState,
     now: Timestamp,
 ) -> Recommendation {
     let (kind, current) = (role.kind, role.current);
@@ -266,40 +365,8 @@ pub fn token_throughput(
             rec
         }
     };
-    // The latency guard acts even without a throughput window. While our own growth is still
-    // starting, it holds instead of adding one more every pass (D13).
-    let one_more = one_more_replica(role);
-    let idle = o.signal_state == SignalState::Idle;
-    let (breach, missing) = latency_breach(kind, o, token);
-    if let Some(breach) = breach {
-        if breach > 1.2 {
-            if one_more > rec.raw {
-                rec.raw = one_more;
-                rec.reason = Reason::LatencyGuardScaleUp;
-            }
-            rec.holds_scale_down = true;
-            rec.note
-                .push_str(&format!("; latency at {breach:.2}x target"));
-        } else if breach > 1.0 {
-            if rec.raw < current {
-                rec.raw = current;
-                rec.reason = Reason::LatencyGuardHold;
-            }
-            rec.holds_scale_down = true;
-            rec.note.push_str(&format!(
-                "; latency at {breach:.2}x target holds scale-down"
-            ));
-        }
-    }
-    // An idle role has no latency to report; otherwise a missing reading holds scale-down.
-    if missing && !idle {
-        if rec.raw < current {
-            rec.raw = current;
-            rec.reason = Reason::LatencyGuardHold;
-        }
-        rec.holds_scale_down = true;
-        rec.note.push_str("; latency missing holds scale-down");
-    }
+    // The latency guard acts even without a throughput window.
+    latency_guard(token, role, o, &mut state.guard, &mut rec);
     rec
 }
 
@@ -351,6 +418,8 @@ pub fn predictive(
         rec.raw = forecast_rec;
         rec.reason = Reason::Predictive;
     } else if rec.reason == Reason::TokenThroughput {
+        // The forecast asks for more than the guard: a growth now is not the guard's (D32).
+        state.guard.asked = None;
         rec.reason = Reason::Predictive;
     }
     // After warm-up, panic or a latency breach above 1.2x asks for at least one more replica.

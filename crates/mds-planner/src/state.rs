@@ -110,6 +110,81 @@ pub struct RoleState {
     /// The ordinals our last growth commit added to this role (D13: while one of them is not
     /// ready and the commit is younger than `pendingTimeoutSeconds`, the latency guard holds).
     pub last_growth: Option<Growth>,
+    /// The first pass that saw every ordinal of `last_growth` ready (D32: the guard waits one
+    /// sampling interval of readings after it). Cleared by each growth commit; in memory only.
+    pub growth_ready_at: Option<Timestamp>,
+    /// What the latency guard learned from its own growths (D32); in memory only.
+    pub guard: GuardMemory,
+}
+
+/// The relative breach under which a stalled guard is released, and above which it asks for
+/// one more replica (D13, D32).
+pub const GUARD_GROWTH_BREACH: f64 = 1.2;
+/// A stalled guard is released when the breach moves by more than this share of the value it
+/// stalled at (D32).
+pub const GUARD_STALL_RELEASE_CHANGE: f64 = 0.1;
+/// Guard-driven growths in a row that left the breach no lower before the guard stops (D32).
+pub const GUARD_FUTILE_GROWTHS: u32 = 2;
+
+/// D32: the latency guard's record of its own growths of one role. Kept in memory only: after
+/// a restart it starts empty, which only makes the guard as eager as it was before D32 until
+/// it has seen two more growths.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct GuardMemory {
+    /// The breach the guard asked for one more replica on in this pass (`None` when the pass's
+    /// recommendation is not the guard's); a growth commit of the pass reads it.
+    pub asked: Option<f64>,
+    /// The breach at our last guard-driven growth commit, until the first measured reading
+    /// after it judges that growth.
+    pub growth_breach: Option<f64>,
+    /// Guard-driven growths in a row that left the breach no lower.
+    pub futile: u32,
+    /// The breach at which the guard stopped adding replicas; it only holds scale-down until
+    /// the breach falls below 1.2x, moves by more than 10 % from this value, or the spec
+    /// changes.
+    pub stalled_at: Option<f64>,
+}
+
+impl GuardMemory {
+    /// Our growth commit of this role: guard-driven when the guard asked for it in the pass
+    /// that committed it; any other growth starts the count of futile growths again.
+    pub fn record_growth(&mut self) {
+        match self.asked {
+            Some(breach) => self.growth_breach = Some(breach),
+            None => {
+                self.growth_breach = None;
+                self.futile = 0;
+            }
+        }
+    }
+
+    /// Judges the last guard-driven growth by `breach`, a reading with enough observations,
+    /// once that growth is measured (`measured`: no growth of ours in flight), and releases a
+    /// stall the reading ends. Returns whether the guard is stalled.
+    pub fn judge(&mut self, breach: Option<f64>, measured: bool) -> bool {
+        let Some(breach) = breach.filter(|b| b.is_finite()) else {
+            return self.stalled_at.is_some();
+        };
+        if let Some(stalled) = self.stalled_at {
+            let moved = (breach - stalled).abs() > GUARD_STALL_RELEASE_CHANGE * stalled;
+            if breach < GUARD_GROWTH_BREACH || moved {
+                *self = GuardMemory::default();
+            }
+        }
+        if breach < GUARD_GROWTH_BREACH {
+            // Under the guard's threshold the run of growths is over.
+            self.growth_breach = None;
+            self.futile = 0;
+            return false;
+        }
+        if measured && let Some(before) = self.growth_breach.take() {
+            self.futile = if breach >= before { self.futile + 1 } else { 0 };
+            if self.futile >= GUARD_FUTILE_GROWTHS && self.stalled_at.is_none() {
+                self.stalled_at = Some(breach);
+            }
+        }
+        self.stalled_at.is_some()
+    }
 }
 
 /// One growth commit of a role: when, and the ordinals it added (`from..to`).
@@ -218,6 +293,22 @@ impl RoleState {
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct PlannerState {
     pub roles: BTreeMap<String, RoleState>,
+    /// The scaler generation this memory last planned under; a change of the spec releases
+    /// every stalled latency guard (D32). In memory only.
+    pub spec_generation: Option<i64>,
+}
+
+impl PlannerState {
+    /// Notes the spec generation of this pass; a new one releases the latency guards' stalls
+    /// and their counts of futile growths (D32).
+    pub fn plan_under(&mut self, generation: i64) {
+        if self.spec_generation != Some(generation) {
+            for role in self.roles.values_mut() {
+                role.guard = GuardMemory::default();
+            }
+            self.spec_generation = Some(generation);
+        }
+    }
 }
 
 #[cfg(test)]

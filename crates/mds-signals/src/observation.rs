@@ -35,6 +35,13 @@ pub struct RoleObservation {
     pub ttft_milliseconds: Option<f64>,
     /// p95 inter-token latency, milliseconds.
     pub itl_milliseconds: Option<f64>,
+    /// Histogram observations behind `ttft_milliseconds` this interval, across the sampled
+    /// replicas (D32: a p95 from fewer than 20 never grows a role). `None` when unknown, which
+    /// the planner treats as enough. In memory only; the status does not show it.
+    pub ttft_observations: Option<f64>,
+    /// Histogram observations behind `itl_milliseconds` this interval (one per output token
+    /// after the first), across the sampled replicas; `None` when unknown.
+    pub itl_observations: Option<f64>,
     /// Which prompt formulas the Pods used.
     pub prompt_paths: Vec<PromptPath>,
 }
@@ -136,12 +143,12 @@ pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
         .collect();
     let prompt = role_rate(&windows, ready, |w| w.prompt_tokens);
     let generation = role_rate(&windows, ready, |w| w.generation_tokens);
-    let ttft = p95_seconds(
+    let ttft = p95_with_observations(
         windows
             .iter()
             .flat_map(|r| r.window.as_ref().unwrap().ttft.iter()),
     );
-    let itl = p95_seconds(
+    let itl = p95_with_observations(
         windows
             .iter()
             .flat_map(|r| r.window.as_ref().unwrap().itl.iter()),
@@ -182,8 +189,10 @@ pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
         running_requests: running,
         waiting_requests: waiting,
         kv_cache_usage: kv,
-        ttft_milliseconds: ttft.map(|s| s * 1000.0),
-        itl_milliseconds: itl.map(|s| s * 1000.0),
+        ttft_milliseconds: ttft.map(|(s, _)| s * 1000.0),
+        itl_milliseconds: itl.map(|(s, _)| s * 1000.0),
+        ttft_observations: ttft.map(|(_, n)| n),
+        itl_observations: itl.map(|(_, n)| n),
         prompt_paths,
     }
 }
@@ -228,8 +237,17 @@ pub fn p95_seconds<'a>(deltas: impl Iterator<Item = &'a HistogramDelta>) -> Opti
     let (sum, count) = deltas
         .iter()
         .filter_map(|d| Some((d.sum?, d.count?)))
+    p95_with_observations(deltas).map(|(p95, _)| p95)
+}
+
+/// [`p95_seconds`] with the number of observations it was read from (D32): the children's
+/// observations in the window, or the `_count` behind the mean when only the mean answers.
+pub fn p95_with_observations<'a>(
+    deltas: impl Iterator<Item = &'a HistogramDelta>,
+) -> Option<(f64, f64)> {
         .fold((0.0, 0.0), |(s, c), (ds, dc)| (s + ds, c + dc));
-    let mean = (count > 0.0).then(|| sum / count);
+    // The mean answers with the observations behind it.
+    let mean = (count > 0.0).then(|| (sum / count, count));
     let total: f64 = deltas.iter().filter_map(|d| observations(d)).sum();
     if total <= 0.0 {
         // No observation in the window: missing, not zero (unless only the mean knows).
@@ -271,7 +289,7 @@ pub fn p95_seconds<'a>(deltas: impl Iterator<Item = &'a HistogramDelta>) -> Opti
             })
             .sum();
         if covered >= 0.95 * bucket_total {
-            return Some(le);
+            return Some((le, bucket_total));
         }
     }
     mean
@@ -325,6 +343,21 @@ mod tests {
         let with_sum = delta(&[], 30.0, 10.0);
         assert_eq!(p95_seconds([&no_sum, &with_sum].into_iter()), Some(3.0));
     }
+    #[test]
+    fn the_p95_comes_with_the_observations_it_was_read_from() {
+        // D32: two replicas' windows, 3 and 2 requests: a p95 from 5 observations.
+        let a = delta(&[(0.1, 2.0), (0.75, 3.0), (f64::INFINITY, 3.0)], 0.9, 3.0);
+        let b = delta(&[(0.1, 2.0), (0.75, 2.0), (f64::INFINITY, 2.0)], 0.1, 2.0);
+        assert_eq!(
+            p95_with_observations([&a, &b].into_iter()),
+            Some((0.75, 5.0))
+        );
+        // Only the mean answers: the observations behind it.
+        let d = delta(&[], 30.0, 10.0);
+        assert_eq!(p95_with_observations([&d].into_iter()), Some((3.0, 10.0)));
+        assert_eq!(p95_with_observations([].into_iter()), None);
+    }
+
 
     #[test]
     fn a_child_without_buckets_leaves_only_inf_in_common_so_the_mean_answers() {

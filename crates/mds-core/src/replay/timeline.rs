@@ -58,6 +58,10 @@ pub struct ObservedRole {
     pub kv_cache_usage: Option<f64>,
     pub ttft_milliseconds: Option<f64>,
     pub itl_milliseconds: Option<f64>,
+    /// Observations behind the p95 TTFT and ITL (not status fields): absent means enough, so
+    /// a recording without them replays as before (D32).
+    pub ttft_observations: Option<f64>,
+    pub itl_observations: Option<f64>,
 }
 
 impl ObservedRole {
@@ -99,6 +103,14 @@ impl ObservedRole {
                 parts.push(format!("{name} {v}{unit}"));
             }
         }
+        for (name, count) in [
+            ("ttft", self.ttft_observations),
+            ("itl", self.itl_observations),
+        ] {
+            if let Some(n) = count {
+                parts.push(format!("{name} from {n} observations"));
+            }
+        }
         if let Some(state) = self.signal_state {
             parts.push(format!("{state:?}"));
         }
@@ -125,6 +137,8 @@ impl ObservedRole {
             kv_cache_usage: self.kv_cache_usage,
             ttft_milliseconds: self.ttft_milliseconds,
             itl_milliseconds: self.itl_milliseconds,
+            ttft_observations: self.ttft_observations,
+            itl_observations: self.itl_observations,
             prompt_paths: vec![],
         }
     }
@@ -347,6 +361,20 @@ fn check_values(entry: &TimelineEntry) -> Result<(), ReplayError> {
                     line,
                     &path,
                     format!("{n} is out of range; allowed is 0 to {MAX_REPLICAS}"),
+                ));
+            }
+        }
+        let observations = [
+            ("ttftObservations", observed.ttft_observations),
+            ("itlObservations", observed.itl_observations),
+        ];
+        for (field, count) in observations {
+            if let Some(n) = count.filter(|n| *n < 0.0) {
+                let path = format!("roles.{role}.{field}");
+                return Err(at(
+                    line,
+                    &path,
+                    format!("{n} is negative; a count of observations is 0 or more"),
                 ));
             }
         }

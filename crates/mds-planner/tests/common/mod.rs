@@ -38,6 +38,8 @@ pub fn obs(ready: u32) -> RoleObservation {
         kv_cache_usage: Some(0.5),
         ttft_milliseconds: Some(100.0),
         itl_milliseconds: Some(10.0),
+        ttft_observations: None,
+        itl_observations: None,
         prompt_paths: vec![],
     }
 }
