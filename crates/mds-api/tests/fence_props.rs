@@ -4,7 +4,7 @@ mod fence_common;
 
 use fence_common::*;
 use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION};
-use mds_api::fence::{Allowance, BoundScaler, Verdict};
+use mds_api::fence::{Allowance, NamedScaler, NotClaiming, Verdict};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -68,17 +68,14 @@ fn any_user() -> impl Strategy<Value = &'static str> {
     ]
 }
 
-fn any_lookup() -> impl Strategy<Value = BoundScaler> {
+fn any_lookup() -> impl Strategy<Value = NamedScaler> {
     prop_oneof![
-        Just(BoundScaler::NotLookedUp),
-        Just(BoundScaler::Absent),
-        Just(BoundScaler::Present {
-            uid: "uid-1".into()
-        }),
-        Just(BoundScaler::Present {
-            uid: "uid-2".into()
-        }),
-        Just(BoundScaler::Failed("boom".into())),
+        Just(NamedScaler::NotLookedUp),
+        Just(NamedScaler::Absent),
+        Just(present("uid-1")),
+        Just(present("uid-2")),
+        Just(releasing(NotClaiming::Suspended)),
+        Just(NamedScaler::Failed("boom".into())),
     ]
 }
 
@@ -92,7 +89,7 @@ proptest! {
         for edit in edits {
             other_edit(edit, &mut new);
         }
-        prop_assert_eq!(update(&old, &new, user, lookup), Verdict::Allowed(Allowance::Untouched));
+        prop_assert_eq!(update_checked(&old, &new, user, None, lookup), Verdict::Allowed(Allowance::Untouched));
     }
 
     #[test]
@@ -102,14 +99,14 @@ proptest! {
         let going = with(old, "/metadata/name", json!("t"));
         let mut going = going;
         going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        prop_assert_eq!(update(&going, &new, user, lookup), Verdict::Allowed(Allowance::Deleting));
+        prop_assert_eq!(update_checked(&going, &new, user, None, lookup), Verdict::Allowed(Allowance::Deleting));
     }
 
     #[test]
-    fn users_never_change_counts_of_a_bound_target_nor_bind_one(
+    fn without_a_matching_decision_no_write_moves_a_bound_count(
         old in any_target(), new in any_target(), lookup in any_lookup(),
     ) {
-        let verdict = update(&old, &new, USER, lookup);
+        let verdict = update(&old, &new, lookup.clone());
         let old_binding = old["metadata"]["annotations"][BINDING_ANNOTATION].as_str();
         let new_binding = new["metadata"]["annotations"][BINDING_ANNOTATION].as_str();
         let counts = |v: &Value| v["spec"]["roles"].as_array().unwrap().iter()
@@ -117,11 +114,16 @@ proptest! {
         let counts_changed = counts(&old).iter().any(|(name, c)| {
             counts(&new).iter().any(|(n, d)| n == name && d != c)
         });
+        let new_decision = new["metadata"]["annotations"][DECISION_ANNOTATION].as_str();
+        // The generated decision is always DECISION (2, 2 at term 3), already on a bound target
+        // or never matching a changed count: no generated write is a valid commit.
         if old_binding == Some(BINDING) && counts_changed {
-            prop_assert!(!verdict.is_allowed(), "a user moved a bound target's counts");
+            prop_assert!(!verdict.is_allowed(), "moved a bound target's counts: {:?}", new_decision);
         }
-        if new_binding.is_some() && new_binding != old_binding {
-            prop_assert!(!verdict.is_allowed(), "a user installed a binding");
+        // A bind passes only for the Active scaler the lookup found, named with its UID.
+        if new_binding.is_some() && new_binding != old_binding && verdict.is_allowed() {
+            prop_assert_eq!(new_binding, Some(BINDING));
+            prop_assert_eq!(&lookup, &present("uid-1"));
         }
     }
 
@@ -129,21 +131,21 @@ proptest! {
     fn every_refusal_names_its_rule_and_a_way_out(
         old in any_target(), new in any_target(), user in any_user(), lookup in any_lookup(),
     ) {
-        if let Verdict::Denied { rule, message } = update(&old, &new, user, lookup) {
+        if let Verdict::Denied { rule, message } = update_checked(&old, &new, user, Some(OPERATOR), lookup) {
             let prefix = format!("binding fence ({rule}): ");
             prop_assert!(message.starts_with(&prefix), "{}", message);
-            let way_out = ["suspend", "Suspend", "delete it", "remove", "Retry", "must carry", "must leave", "must be above", "must write", "only through a release", "writes modeldeployment", "removes modeldeployment", "may remove"];
+            let way_out = ["suspend", "Suspend", "delete it", "remove", "Retry", "must carry", "must leave", "must be above", "leaves the counts", "only through a release", "writes modeldeployment", "may remove", "Shadow", "above term", "--operator-user"];
             prop_assert!(way_out.iter().any(|w| message.contains(w)), "{}", message);
         }
     }
 
     #[test]
-    fn an_operator_commit_passes_exactly_when_its_vector_matches(
+    fn a_commit_passes_exactly_when_its_vector_matches(
         counts in prop::collection::vec(1i32..9, 2), claimed in prop::collection::vec(1i32..9, 2),
     ) {
         let text = decision("llm-t3-5000", 3, claimed[0], claimed[1]);
         let new = target(&[(BINDING_ANNOTATION, BINDING), (DECISION_ANNOTATION, &text)], counts[0], counts[1]);
-        let verdict = update(&bound(), &new, OPERATOR, BoundScaler::NotLookedUp);
+        let verdict = update(&bound(), &new, NamedScaler::NotLookedUp);
         prop_assert_eq!(verdict.is_allowed(), counts == claimed, "{:?}", verdict);
     }
 }

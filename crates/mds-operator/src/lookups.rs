@@ -1,9 +1,10 @@
 //! The webhook's lookups backed by the API server: the target a scaler names (for the
-//! target-dependent admission rules) and a scaler's UID (for the fence's orphan check).
+//! target-dependent admission rules) and the scaler a write's binding names (for the fence).
 
 use kube::Api;
 use kube::Client;
 use mds_api::ModelDeploymentScaler;
+use mds_api::fence::ScalerFacts;
 use mds_api::resources::TargetApiVersion;
 use mds_api::target::ModelDeployment;
 use mds_webhook::ports::{LookupError, LookupFuture, Lookups, ScalerLookup, TargetLookup};
@@ -48,15 +49,15 @@ impl TargetLookup for KubeLookups {
 }
 
 impl ScalerLookup for KubeLookups {
-    fn scaler_uid<'a>(
+    fn scaler<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
-    ) -> LookupFuture<'a, Option<String>> {
+    ) -> LookupFuture<'a, Option<ScalerFacts>> {
         Box::pin(async move {
             let api: Api<ModelDeploymentScaler> = Api::namespaced(self.client.clone(), namespace);
             let scaler = api.get_opt(name).await.map_err(failed)?;
-            Ok(scaler.and_then(|s| s.metadata.uid))
+            Ok(scaler.as_ref().and_then(ScalerFacts::of))
         })
     }
 }

@@ -17,6 +17,8 @@ pub const CONFIGURATION_NAME: &str = "mds";
 pub const DEFAULTS_WEBHOOK: &str = "defaults.modeldeploymentscalers.worker.gpustack.ai";
 pub const VALIDATION_WEBHOOK: &str = "validation.modeldeploymentscalers.worker.gpustack.ai";
 pub const FENCE_WEBHOOK: &str = "fence.modeldeployments.worker.gpustack.ai";
+/// The version of the ModelDeployment CRD, which the fence is registered on.
+pub const TARGET_CRD_VERSION: &str = "v1alpha1";
 
 /// How the API server reaches the webhook.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,9 +125,14 @@ pub fn mutating(settings: &Settings) -> MutatingWebhookConfiguration {
     }
 }
 
-/// The scaler validation and the binding fence. The fence matches every served version of
-/// ModelDeployment (D1: `v1` and `v1alpha1`); it reads only names, counts and annotations.
-/// DELETE is not sent: the fence lets deletes pass anyway.
+/// The scaler validation and the binding fence. The fence is registered on the
+/// `ModelDeployment` CRD's `v1alpha1`, where the writes really arrive: GPUStack's `v1` is an
+/// aggregated API whose server writes through to the CRD storage, and the kube-apiserver runs no
+/// admission webhook on a request it hands to an aggregated server, only on the CRD write that
+/// follows. `matchPolicy: Equivalent` also sends writes of any other version the CRD itself
+/// serves (a `v1` CRD version in clusters without the aggregated server), converted to
+/// `v1alpha1`. The fence reads only names, counts and annotations; DELETE is not sent, since
+/// the fence lets deletes pass anyway.
 pub fn validating(settings: &Settings) -> ValidatingWebhookConfiguration {
     let webhook = |name: &str, path: &str, rules| ValidatingWebhook {
         name: name.into(),
@@ -149,7 +156,7 @@ pub fn validating(settings: &Settings) -> ValidatingWebhookConfiguration {
             webhook(
                 FENCE_WEBHOOK,
                 VALIDATE_TARGETS_PATH,
-                rule(&["*"], "modeldeployments"),
+                rule(&[TARGET_CRD_VERSION], "modeldeployments"),
             ),
         ]),
     }

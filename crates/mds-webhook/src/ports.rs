@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use mds_api::fence::ScalerFacts;
 use mds_api::target::ModelDeployment;
 
 /// A lookup's answer arrives later; boxed so the ports stay object-safe.
@@ -32,14 +33,14 @@ pub trait TargetLookup: Send + Sync {
     ) -> LookupFuture<'a, Option<ModelDeployment>>;
 }
 
-/// Reads the UID of a `ModelDeploymentScaler` (the fence's orphan check).
+/// Reads what the fence needs of a `ModelDeploymentScaler`: the one a write's binding names.
 pub trait ScalerLookup: Send + Sync {
-    /// The UID of scaler `name` in `namespace`; `Ok(None)` when it does not exist.
-    fn scaler_uid<'a>(
+    /// Scaler `name` in `namespace` ([`ScalerFacts::of`]); `Ok(None)` when it does not exist.
+    fn scaler<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
-    ) -> LookupFuture<'a, Option<String>>;
+    ) -> LookupFuture<'a, Option<ScalerFacts>>;
 }
 
 /// Both ports, as the router holds them.
@@ -51,7 +52,8 @@ pub struct Lookups {
 
 impl Lookups {
     /// Lookups that always answer [`LookupError::Disabled`]: target-dependent rules are skipped
-    /// with a warning and orphan recovery is refused. For tests of the binary only.
+    /// with a warning, and the fence refuses every bind and every removal of a binding, since
+    /// it cannot check the scaler they name. For tests of the binary only.
     pub fn disabled() -> Lookups {
         Lookups {
             targets: Arc::new(Disabled),
@@ -69,7 +71,7 @@ impl TargetLookup for Disabled {
 }
 
 impl ScalerLookup for Disabled {
-    fn scaler_uid<'a>(&'a self, _: &'a str, _: &'a str) -> LookupFuture<'a, Option<String>> {
+    fn scaler<'a>(&'a self, _: &'a str, _: &'a str) -> LookupFuture<'a, Option<ScalerFacts>> {
         Box::pin(async { Err(LookupError::Disabled) })
     }
 }

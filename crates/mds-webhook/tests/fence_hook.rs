@@ -1,5 +1,6 @@
 //! The binding fence over HTTP, in-process (spec *Binding fence*, D24): user edits, orphan
-//! recovery with the scaler looked up, and the controller's own writes as mds-core builds them.
+//! recovery and releases with the scaler looked up, and the controller's own writes as mds-core
+//! builds them, told apart from a person's by content even under one identity.
 
 mod common;
 
@@ -7,6 +8,7 @@ use common::*;
 use mds_api::annotations::{
     BINDING_ANNOTATION, BindingPayload, DECISION_ANNOTATION, DecisionPayload,
 };
+use mds_api::fence::{NotClaiming, ScalerFacts};
 use mds_api::status::ReplicaVector;
 use mds_core::patch::{self, PatchOp, TargetShape};
 use mds_webhook::ports::LookupError;
@@ -81,12 +83,30 @@ async fn update(fake: Fake, user: &str, old: &Value, new: &Value) -> Value {
     .await
 }
 
-fn scaler_exists(uid: &str) -> Fake {
+/// Scaler "llm" exists with `uid`, targeting llm-serving; Active unless `not_claiming`.
+fn scaler_as(uid: &str, not_claiming: Option<NotClaiming>) -> Fake {
     let mut fake = Fake::default();
-    fake.scalers
-        .insert(("default".into(), "llm".into()), uid.into());
+    let facts = ScalerFacts {
+        uid: uid.into(),
+        target_name: "llm-serving".into(),
+        not_claiming,
+        status_target_uid: None,
+        status_term: None,
+    };
+    fake.scalers.insert(("default".into(), "llm".into()), facts);
     fake
 }
+
+fn scaler_exists(uid: &str) -> Fake {
+    scaler_as(uid, None)
+}
+
+fn suspended_scaler() -> Fake {
+    scaler_as("uid-1", Some(NotClaiming::Suspended))
+}
+
+/// One identity for every write, as through GPUStack's aggregated API.
+const PROXY: &str = "system:serviceaccount:gpustack-system:gpustack";
 
 #[tokio::test]
 async fn a_users_replica_edit_on_a_bound_target_is_refused_and_passes_after_release() {
@@ -104,7 +124,7 @@ async fn a_users_replica_edit_on_a_bound_target_is_refused_and_passes_after_rele
 
     // Suspend makes the controller release (D20): the same edit on the released target passes.
     let released = apply(&bound(), &patch::release(&shape(&bound()), &binding(3)));
-    let response = update(Fake::default(), OPERATOR, &bound(), &released).await;
+    let response = update(suspended_scaler(), OPERATOR, &bound(), &released).await;
     assert_eq!(response["allowed"], true, "{response}");
     let edited = target(2, 5, json!({}));
     let response = update(Fake::default(), "alice", &released, &edited).await;
@@ -125,7 +145,10 @@ async fn hand_made_ownership_annotations_are_refused() {
     let unbound = target(2, 2, json!({}));
     let response = update(Fake::default(), "alice", &unbound, &bound()).await;
     assert_eq!(response["allowed"], false);
-    assert!(message(&response).starts_with("binding fence (scaler annotations on an unbound target): this request sets modeldeployment.gpustack.ai/scaler-binding"), "{response}");
+    assert!(message(&response).starts_with("binding fence (a bind names a claiming scaler under a new term): this request binds ModelDeployment \"llm-serving\" to ModelDeploymentScaler \"llm\" (term 3), but no scaler of that name exists"), "{response}");
+    let decision_only = target(2, 2, json!({DECISION_ANNOTATION: "{}"}));
+    let response = update(Fake::default(), "alice", &unbound, &decision_only).await;
+    assert!(message(&response).starts_with("binding fence (scaler annotations on an unbound target): this request sets modeldeployment.gpustack.ai/scaler-decision"), "{response}");
     // Also when the object is created with it.
     let response = admit(
         app(Fake::default()),
@@ -146,7 +169,7 @@ async fn orphan_recovery_passes_only_when_the_scaler_is_gone_or_replaced() {
     let response = update(scaler_exists("uid-1"), "alice", &bound(), &removed).await;
     assert_eq!(response["allowed"], false);
     assert!(
-        message(&response).contains("still exists with UID uid-1"),
+        message(&response).contains("still exists with UID uid-1 and is Active"),
         "{response}"
     );
     let failing = Fake {
@@ -195,8 +218,8 @@ async fn deletes_and_targets_being_deleted_pass() {
 }
 
 #[tokio::test]
-async fn the_controllers_bind_commit_and_release_pass_under_its_identity_only() {
-    // Bind (D19): the first term on a target with no history is 1.
+async fn the_controllers_writes_and_a_persons_are_told_apart_under_one_identity() {
+    // Bind (D19): the first term on a target with no history is 1, for the Active scaler named.
     let unbound = target(2, 2, json!({}));
     let mut no_map = unbound.clone();
     no_map["metadata"]
@@ -204,13 +227,12 @@ async fn the_controllers_bind_commit_and_release_pass_under_its_identity_only() 
         .unwrap()
         .remove("annotations");
     let bound_doc = apply(&no_map, &patch::bind(&shape(&no_map), &binding(1)));
+    let response = update(scaler_exists("uid-1"), PROXY, &no_map, &bound_doc).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let response = update(suspended_scaler(), PROXY, &no_map, &bound_doc).await;
     assert_eq!(
-        update(Fake::default(), OPERATOR, &no_map, &bound_doc).await["allowed"],
-        true
-    );
-    assert_eq!(
-        update(Fake::default(), "alice", &no_map, &bound_doc).await["allowed"],
-        false
+        response["allowed"], false,
+        "a suspended scaler binds nothing"
     );
 
     // Commit (D3, D24): decode 2 -> 4 with a decision of the binding's term.
@@ -226,29 +248,77 @@ async fn the_controllers_bind_commit_and_release_pass_under_its_identity_only() 
         &patch::commit(&shape(&bound_doc), &binding(1), &vector, &decision),
     );
     assert_eq!(committed["spec"]["roles"][1]["replicas"], 4);
-    let response = update(Fake::default(), OPERATOR, &bound_doc, &committed).await;
+    let response = update(Fake::default(), PROXY, &bound_doc, &committed).await;
     assert_eq!(response["allowed"], true, "{response}");
-    let response = update(Fake::default(), "alice", &bound_doc, &committed).await;
-    assert_eq!(
-        response["allowed"], false,
-        "a user cannot commit in the scaler's name"
-    );
 
-    // The operator's identity without the content is refused: counts moved, decision stale.
-    let mut forged = committed.clone();
-    forged["spec"]["roles"][0]["replicas"] = json!(6);
-    let response = update(Fake::default(), OPERATOR, &committed, &forged).await;
+    // kubectl scale under the same identity: counts moved, the decision as stored.
+    let mut scaled = committed.clone();
+    scaled["spec"]["roles"][0]["replicas"] = json!(6);
+    let response = update(Fake::default(), PROXY, &committed, &scaled).await;
     assert_eq!(response["allowed"], false);
     assert!(
-        message(&response).starts_with("binding fence (operator writes carry their decision)"),
+        message(&response).starts_with("binding fence (replica counts of a bound target)"),
+        "{response}"
+    );
+    // A hand-forged decision whose vector disagrees with the counts.
+    let forged_decision = DecisionPayload {
+        decision_id: "forged".into(),
+        term: 1,
+        vector: [("prefill".to_string(), 2), ("decode".to_string(), 4)].into(),
+    }
+    .to_annotation();
+    let mut forged = scaled.clone();
+    forged["metadata"]["annotations"][DECISION_ANNOTATION] = json!(forged_decision);
+    let response = update(Fake::default(), PROXY, &committed, &forged).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).contains("its vector says prefill=2 but the request sets prefill=6"),
         "{response}"
     );
 
-    // Release (D20): both annotations go, counts stay.
+    // Release (D20): both annotations go, counts stay; only once the scaler stops claiming.
     let released = apply(&committed, &patch::release(&shape(&committed), &binding(1)));
     assert_eq!(released["metadata"]["annotations"], json!({}));
-    let response = update(Fake::default(), OPERATOR, &committed, &released).await;
+    let response = update(scaler_exists("uid-1"), PROXY, &committed, &released).await;
+    assert_eq!(
+        response["allowed"], false,
+        "an Active scaler keeps its binding"
+    );
+    let response = update(suspended_scaler(), PROXY, &committed, &released).await;
     assert_eq!(response["allowed"], true, "{response}");
+}
+
+#[tokio::test]
+async fn an_operator_user_when_configured_is_checked_as_well() {
+    let vector: ReplicaVector = [("prefill".to_string(), 2), ("decode".to_string(), 4)].into();
+    let decision = DecisionPayload {
+        decision_id: "llm-t3-2000".into(),
+        term: 3,
+        vector: vector.clone(),
+    }
+    .to_annotation();
+    let committed = apply(
+        &bound(),
+        &patch::commit(&shape(&bound()), &binding(3), &vector, &decision),
+    );
+    let review = |user: &str| {
+        review(
+            "UPDATE",
+            "ModelDeployment",
+            user,
+            Some(&committed),
+            Some(&bound()),
+        )
+    };
+    let app = || app_with_operator_user(Fake::default(), Some(OPERATOR));
+    let response = admit(app(), VALIDATE_TARGETS_PATH, &review(OPERATOR)).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let response = admit(app(), VALIDATE_TARGETS_PATH, &review(PROXY)).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        message(&response).starts_with("binding fence (operator user)"),
+        "{response}"
+    );
 }
 
 #[tokio::test]
@@ -265,6 +335,16 @@ async fn an_unreadable_target_is_refused_only_when_it_carries_scaler_annotations
         message(&response).contains("spec.roles[0].replicas"),
         "{response}"
     );
+    // GPUStack's own write on such an object, leaving counts and annotations alone, passes.
+    let mut relabelled = broken_bound.clone();
+    relabelled["metadata"]["labels"] = json!({"gpustack.ai/revision": "2"});
+    let response = update(Fake::default(), PROXY, &broken_bound, &relabelled).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    // But not one that drops the binding.
+    let mut unbinding = relabelled.clone();
+    unbinding["metadata"]["annotations"] = json!({});
+    let response = update(Fake::default(), PROXY, &broken_bound, &unbinding).await;
+    assert_eq!(response["allowed"], false, "{response}");
 }
 
 #[tokio::test]

@@ -41,7 +41,7 @@ const USED: &[(&str, &str, &str)] = &[
     ("worker.gpustack.ai", "modeldeploymentscalers", "watch"),
     // kube_cluster.rs `set_finalizer`: a merge patch of metadata.finalizers.
     ("worker.gpustack.ai", "modeldeploymentscalers", "patch"),
-    // lookups.rs `ScalerLookup::scaler_uid` (the webhook's orphan check): get.
+    // lookups.rs `ScalerLookup::scaler` (the fence's bind and release checks): get.
     ("worker.gpustack.ai", "modeldeploymentscalers", "get"),
     // kube_cluster.rs `write_status`: replace_status.
     (
@@ -422,7 +422,11 @@ async fn the_service_account_may_make_every_call_of_the_operator_and_no_other() 
         matches!(target, Ok(Some(_))),
         "get modeldeployments: {target:?}"
     );
-    let uid = lookups.scalers.scaler_uid(&namespace, "llm-serving").await;
+    let uid = lookups
+        .scalers
+        .scaler(&namespace, "llm-serving")
+        .await
+        .map(|found| found.map(|facts| facts.uid));
     assert_eq!(
         uid,
         Ok(scaler.metadata.uid.clone()),

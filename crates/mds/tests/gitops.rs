@@ -273,10 +273,9 @@ async fn a_sync_over_a_bound_target_passes_only_with_the_printed_pointers() {
     };
     let namespace = plane.namespace("gitops").await.unwrap();
     install_operator_identity(plane, &namespace);
-    let operator_user = format!("system:serviceaccount:{namespace}:mds");
     let admin = plane.client();
     let operator = plane.service_account_client(&namespace, "mds");
-    let webhook = InProcessWebhook::start(operator.clone(), &operator_user).await;
+    let webhook = InProcessWebhook::start(operator.clone(), None).await;
     webhook.register(&admin, &namespace).await;
     InProcessWebhook::wait_until_called(&admin, &namespace).await;
 

@@ -1,15 +1,18 @@
-//! Fixtures shared by the fence tests: a target bound to scaler "llm" at term 3, and a helper
-//! that runs the fence on an UPDATE.
+//! Fixtures shared by the fence tests: a target bound to scaler "llm" at term 3, the facts of
+//! that scaler as the webhook would look them up, and helpers that run the fence on an UPDATE.
 #![allow(dead_code)]
 
 use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION};
-use mds_api::fence::{BoundScaler, FenceRequest, Operation, Rule, Verdict, decide};
+use mds_api::fence::{
+    FenceRequest, NamedScaler, NotClaiming, Operation, Rule, ScalerFacts, Verdict, decide,
+};
 pub use mds_api::target::ModelDeployment;
 use serde_json::{Value, json};
 
 pub const OPERATOR: &str = "system:serviceaccount:mds-system:mds";
 pub const USER: &str = "alice";
 pub const BINDING: &str = r#"{"scalerName":"llm","scalerUID":"uid-1","term":3}"#;
+pub const TARGET_UID: &str = "target-uid-1";
 pub const DECISION: &str =
     r#"{"decisionID":"llm-t3-1000","term":3,"vector":{"decode":2,"prefill":2}}"#;
 
@@ -19,7 +22,7 @@ pub fn target(annotations: &[(&str, &str)], prefill: i32, decode: i32) -> Value 
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect();
     json!({
-        "metadata": {"name": "llm-serving", "namespace": "default", "annotations": annotations},
+        "metadata": {"name": "llm-serving", "namespace": "default", "uid": TARGET_UID, "annotations": annotations},
         "spec": {
             "engine": {"name": "vLLM"},
             "roles": [
@@ -75,16 +78,51 @@ pub fn decision(id: &str, term: i64, prefill: i32, decode: i32) -> String {
     )
 }
 
-/// Runs the fence on an UPDATE from `old` to `new`.
-pub fn update(old: &Value, new: &Value, user: &str, lookup: BoundScaler) -> Verdict {
+/// Scaler "llm" (UID `uid`) as the webhook finds it: Active, targeting the test target.
+pub fn scaler(uid: &str) -> ScalerFacts {
+    ScalerFacts {
+        uid: uid.into(),
+        target_name: "llm-serving".into(),
+        not_claiming: None,
+        status_target_uid: None,
+        status_term: None,
+    }
+}
+
+pub fn present(uid: &str) -> NamedScaler {
+    NamedScaler::Present(scaler(uid))
+}
+
+/// Scaler "llm" with UID uid-1, no longer claiming its target.
+pub fn releasing(why: NotClaiming) -> NamedScaler {
+    NamedScaler::Present(ScalerFacts {
+        not_claiming: Some(why),
+        ..scaler("uid-1")
+    })
+}
+
+/// Runs the fence on an UPDATE from `old` to `new`, with no operator user configured (the
+/// default: the fence decides by content alone).
+pub fn update(old: &Value, new: &Value, lookup: NamedScaler) -> Verdict {
+    update_checked(old, new, "alice", None, lookup)
+}
+
+/// Runs the fence on an UPDATE by `user`, with `operator_user` as the extra identity check.
+pub fn update_checked(
+    old: &Value,
+    new: &Value,
+    user: &str,
+    operator_user: Option<&str>,
+    lookup: NamedScaler,
+) -> Verdict {
     let (old, new) = (md(old), md(new));
     decide(&FenceRequest {
         operation: Operation::Update,
         old: Some(&old),
         new: Some(&new),
         username: user,
-        operator_user: Some(OPERATOR),
-        bound_scaler: lookup,
+        operator_user,
+        named_scaler: lookup,
     })
 }
 

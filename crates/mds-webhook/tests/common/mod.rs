@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use mds_api::fence::ScalerFacts;
 use mds_api::target::ModelDeployment;
 use mds_webhook::ports::{LookupError, LookupFuture, Lookups, ScalerLookup, TargetLookup};
 use mds_webhook::router::{WebhookState, router};
@@ -16,11 +17,11 @@ use tower::ServiceExt as _;
 
 pub const OPERATOR: &str = "system:serviceaccount:mds-system:mds";
 
-/// Targets and scaler UIDs by (namespace, name); a missing entry is absent.
+/// Targets and scalers by (namespace, name); a missing entry is absent.
 #[derive(Default, Clone)]
 pub struct Fake {
     pub targets: BTreeMap<(String, String), ModelDeployment>,
-    pub scalers: BTreeMap<(String, String), String>,
+    pub scalers: BTreeMap<(String, String), ScalerFacts>,
     /// Every lookup fails with this, when set.
     pub failure: Option<LookupError>,
     /// Every lookup never answers, when set (the handler's timeout must end it).
@@ -58,11 +59,11 @@ impl TargetLookup for Fake {
 }
 
 impl ScalerLookup for Fake {
-    fn scaler_uid<'a>(
+    fn scaler<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
-    ) -> LookupFuture<'a, Option<String>> {
+    ) -> LookupFuture<'a, Option<ScalerFacts>> {
         let found = self
             .scalers
             .get(&(namespace.to_string(), name.to_string()))
@@ -71,14 +72,19 @@ impl ScalerLookup for Fake {
     }
 }
 
+/// The webhook as deployed by default: the fence decides by content, no operator user.
 pub fn app(fake: Fake) -> axum::Router {
+    app_with_operator_user(fake, None)
+}
+
+pub fn app_with_operator_user(fake: Fake, operator_user: Option<&str>) -> axum::Router {
     let fake = Arc::new(fake);
     router(WebhookState {
         lookups: Lookups {
             targets: fake.clone(),
             scalers: fake,
         },
-        operator_user: Some(OPERATOR.into()),
+        operator_user: operator_user.map(str::to_string),
         lookup_timeout: Duration::from_secs(2),
     })
 }

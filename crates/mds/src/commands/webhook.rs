@@ -25,10 +25,11 @@ pub struct Args {
     /// Address and port to listen on; port 0 picks a free one (printed at start).
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
-    /// The controller's Kubernetes user name, system:serviceaccount:NAMESPACE:NAME. The
-    /// binding fence accepts bind, commit and release writes only from this user, and only
-    /// with the right content. Without it, no write is recognised as the controller's and
-    /// every bind and commit is refused.
+    /// An extra check of the binding fence, off by default: binds, commits and releases must
+    /// also come from this user (system:serviceaccount:NAMESPACE:NAME). The fence decides by
+    /// what a write carries; set this only where the target's writes reach the API server under
+    /// the controller's own identity (the CRD alone, --target-api-version v1alpha1). Through
+    /// GPUStack's aggregated v1 API every write arrives as GPUStack's and would be refused.
     #[arg(long, value_name = "NAME")]
     pub operator_user: Option<String>,
     /// Kubeconfig for reading targets and scalers (default: the in-cluster service account,
@@ -37,7 +38,7 @@ pub struct Args {
     pub kubeconfig: Option<PathBuf>,
     /// FOR TESTS ONLY: answer without reading the cluster. Scaler validation then skips the
     /// target-dependent rules (with a warning on every request) and the fence refuses every
-    /// orphan recovery, since it cannot check that the scaler is gone.
+    /// bind, release and orphan recovery, since it cannot check the scaler they name.
     #[arg(long)]
     pub no_api_lookups: bool,
     /// Seconds between checks of --cert and --key for new content.

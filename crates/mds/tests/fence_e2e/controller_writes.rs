@@ -1,11 +1,13 @@
 //! The controller's own writes through the fence, as deploy/'s ServiceAccount: a commit that
-//! its engines ask for lands; with the webhook down it does not, nothing is half-written, and
-//! the next pass after the webhook is back commits.
+//! its engines ask for lands, while a person's writes under that same identity are refused by
+//! what they carry; with the webhook down nothing lands, nothing is half-written, and the next
+//! pass after the webhook is back commits.
 
+use kube::api::{Patch, PatchParams};
 use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION, DecisionPayload};
 use mds_api::status::ReplicaVector;
 use mds_api::target::ModelDeployment;
-use mds_core::patch::commit;
+use mds_core::patch::{PatchOp, commit};
 use mds_webhook::configuration::{DEFAULTS_WEBHOOK, FENCE_WEBHOOK};
 use serde_json::json;
 
@@ -14,6 +16,10 @@ use crate::deploy_support::kubectl;
 use crate::deploy_support::webhook::target_shape;
 use crate::engine::{Engine, serve_instance};
 use crate::lab::{Lab, annotations, bound, eventually, has_decision, refusal, replicas};
+
+fn json_patch(ops: serde_json::Value) -> Patch<()> {
+    Patch::Json(serde_json::from_value(ops).unwrap())
+}
 
 /// The decision on a target, read from its annotation.
 fn decision(md: &ModelDeployment) -> DecisionPayload {
@@ -56,23 +62,69 @@ async fn the_controllers_commit_passes_the_fence_as_its_service_account() {
     assert_eq!(controller.write_failures("commit", "refused"), 0);
     assert_eq!(controller.write_failures("bind", "refused"), 0);
 
-    // The same kind of write from the administrator is a user's, and refused: the fence knows
-    // the controller by its user name.
-    let vector: ReplicaVector = [("server".to_string(), count + 1)].into();
-    let by_hand = DecisionPayload {
+    // A person writing as the controller's very identity (impersonating its ServiceAccount,
+    // as every write through GPUStack's aggregated API looks the same) is told apart by what
+    // the write carries. A kubectl-scale-shaped patch of the counts alone:
+    let as_controller = lab.targets_as(lab.operator.clone());
+    let scale = json!([{"op": "replace", "path": "/spec/roles/0/replicas", "value": count + 1}]);
+    let answer = as_controller
+        .patch("llm", &PatchParams::default(), &json_patch(scale))
+        .await;
+    let said = refusal(answer);
+    assert!(
+        said.contains("binding fence (replica counts of a bound target)"),
+        "{said}"
+    );
+    // A GitOps-shaped apply: client-side apply of the manifest in Git sends a merge patch whose
+    // roles (the whole list, as a merge patch replaces it) carry the count declared there.
+    let mut roles = serde_json::to_value(&committed.spec.roles).unwrap();
+    roles[0]["replicas"] = json!(1);
+    let answer = as_controller
+        .patch(
+            "llm",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"roles": roles}})),
+        )
+        .await;
+    let said = refusal(answer);
+    assert!(
+        said.contains("binding fence (replica counts of a bound target)")
+            && said.contains(&format!("server {count} -> 1")),
+        "{said}"
+    );
+    // A hand-forged decision whose vector disagrees with the counts it writes.
+    let forged_vector: ReplicaVector = [("server".to_string(), count + 2)].into();
+    let forged = DecisionPayload {
         decision_id: "by-hand".into(),
         term: 1,
-        vector: vector.clone(),
+        vector: forged_vector.clone(),
     }
     .to_annotation();
-    let ops = commit(&target_shape(&committed), &binding, &vector, &by_hand);
-    let answer = lab
-        .patch_target("llm", serde_json::to_value(&ops).unwrap())
+    let mut ops = commit(&target_shape(&committed), &binding, &forged_vector, &forged);
+    for op in &mut ops {
+        if let PatchOp::Replace { value, .. } = op {
+            *value = json!(count + 1);
+        }
+    }
+    let answer = as_controller
+        .patch(
+            "llm",
+            &PatchParams::default(),
+            &json_patch(serde_json::to_value(&ops).unwrap()),
+        )
         .await;
+    let said = refusal(answer);
     assert!(
-        refusal(answer).contains("binding fence (replica counts of a bound target)"),
-        "the administrator's commit"
+        said.contains("binding fence (a commit carries its decision)")
+            && said.contains(&format!(
+                "its vector says server={} but the request sets server={}",
+                count + 2,
+                count + 1
+            )),
+        "{said}"
     );
+    let after = lab.targets().get("llm").await.unwrap();
+    assert_eq!(replicas(&after), replicas(&committed), "nothing moved");
     controller.stop().await;
     lab.finish().await;
 }

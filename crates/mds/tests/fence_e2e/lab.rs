@@ -11,7 +11,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use mds_api::ModelDeploymentScaler;
 use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION};
-use mds_api::fence::{self, BoundScaler, FenceRequest, Operation, Verdict};
+use mds_api::fence::{self, FenceRequest, NamedScaler, Operation, Verdict};
 use mds_api::resources::TargetApiVersion;
 use mds_api::target::ModelDeployment;
 use mds_operator::runtime::{self, ControllerConfig};
@@ -37,7 +37,8 @@ pub struct Lab {
     pub admin: Client,
     /// deploy/'s ServiceAccount `mds`, impersonated.
     pub operator: Client,
-    pub operator_user: String,
+    /// The fence decides by content (no `--operator-user`, as deploy/ runs it), so a person
+    /// writing as this same identity is still told apart from the controller.
     pub webhook: InProcessWebhook,
 }
 
@@ -47,10 +48,9 @@ impl Lab {
         let plane = mds_testkit::e2e()?;
         let namespace = plane.namespace(hint).await.unwrap();
         install_operator_identity(plane, &namespace);
-        let operator_user = format!("system:serviceaccount:{namespace}:mds");
         let operator = plane.service_account_client(&namespace, "mds");
         let admin = plane.client();
-        let webhook = InProcessWebhook::start(operator.clone(), &operator_user).await;
+        let webhook = InProcessWebhook::start(operator.clone(), None).await;
         webhook.register(&admin, &namespace).await;
         InProcessWebhook::wait_until_called(&admin, &namespace).await;
         Some(Lab {
@@ -58,7 +58,6 @@ impl Lab {
             namespace,
             admin,
             operator,
-            operator_user,
             webhook,
         })
     }
@@ -70,7 +69,12 @@ impl Lab {
     }
 
     pub fn targets(&self) -> Api<ModelDeployment> {
-        Api::namespaced_with(self.admin.clone(), &self.namespace, &TargetApiVersion::V1)
+        self.targets_as(self.admin.clone())
+    }
+
+    /// Targets as `client` reads and writes them.
+    pub fn targets_as(&self, client: Client) -> Api<ModelDeployment> {
+        Api::namespaced_with(client, &self.namespace, &TargetApiVersion::V1)
     }
 
     /// Targets as the API server stores them, every field kept.
@@ -152,7 +156,7 @@ impl Lab {
         &self,
         old: Option<&ModelDeployment>,
         new: &ModelDeployment,
-        bound_scaler: BoundScaler,
+        named_scaler: NamedScaler,
     ) -> String {
         let verdict = fence::decide(&FenceRequest {
             operation: if old.is_some() {
@@ -163,8 +167,8 @@ impl Lab {
             old,
             new: Some(new),
             username: ADMIN_USER,
-            operator_user: Some(&self.operator_user),
-            bound_scaler,
+            operator_user: None,
+            named_scaler,
         });
         match verdict {
             Verdict::Denied { message, .. } => {

@@ -1,11 +1,11 @@
-//! What the fence does to a user's writes of a target (the cluster administrator: D24 names
-//! the operator by user name alone, and administrators go through suspend like everyone).
+//! What the fence does to a user's writes of a target (the cluster administrator; the fence
+//! decides by content, D24, and administrators go through suspend like everyone).
 
 use kube::api::{DeleteParams, PostParams};
 use mds_api::annotations::{
     BINDING_ANNOTATION, BindingPayload, DECISION_ANNOTATION, DecisionPayload, annotation_pointer,
 };
-use mds_api::fence::BoundScaler;
+use mds_api::fence::{NamedScaler, ScalerFacts};
 use mds_api::target::ModelDeployment;
 use serde_json::json;
 
@@ -50,7 +50,7 @@ async fn a_users_replica_edit_is_refused_while_bound_and_passes_once_the_scaler_
     let expected = lab.fence_refusal(
         Some(&live),
         &with_replicas(&live, 0, 3),
-        BoundScaler::NotLookedUp,
+        NamedScaler::NotLookedUp,
     );
     assert_eq!(refusal(answer), expected);
     for says in [
@@ -89,8 +89,22 @@ async fn other_fields_of_a_bound_target_stay_editable() {
     let scaler = lab.create_scaler("llm", "llm", &["server"]).await;
     let (binding, _) = bind_as_operator(lab.operator.clone(), &lab.admin, &scaler, "llm").await;
 
-    // A label, an annotation of someone else's, a field of a role, and a new role (a change of
-    // the target's shape, not of a count).
+    // A new role is a count that was not there: refused while bound (removed in one write and
+    // added back in the next, a role would otherwise change its bound count).
+    let answer = lab
+        .patch_target(
+            "llm",
+            json!([{"op": "add", "path": "/spec/roles/-",
+                "value": {"name": "embed", "kind": "Server", "replicas": 1, "instanceType": "l4"}}]),
+        )
+        .await;
+    let said = refusal(answer);
+    assert!(
+        said.contains("binding fence (replica counts of a bound target)")
+            && said.contains("embed (none) -> 1"),
+        "{said}"
+    );
+    // A label, an annotation of someone else's and a field of a role.
     let edited = lab
         .patch_target(
             "llm",
@@ -98,8 +112,6 @@ async fn other_fields_of_a_bound_target_stay_editable() {
                 {"op": "add", "path": "/metadata/labels", "value": {"team": "search"}},
                 {"op": "add", "path": "/metadata/annotations/example.com~1owner", "value": "search"},
                 {"op": "replace", "path": "/spec/roles/0/instanceType", "value": "h200"},
-                {"op": "add", "path": "/spec/roles/-",
-                    "value": {"name": "embed", "kind": "Server", "replicas": 1, "instanceType": "l4"}},
             ]),
         )
         .await
@@ -107,7 +119,6 @@ async fn other_fields_of_a_bound_target_stay_editable() {
     let stored = serde_json::to_value(lab.dynamic_targets().get("llm").await.unwrap()).unwrap();
     assert_eq!(stored["metadata"]["labels"]["team"], "search");
     assert_eq!(stored["spec"]["roles"][0]["instanceType"], "h200");
-    assert_eq!(stored["spec"]["roles"][1]["name"], "embed");
     let kept = annotations(&edited);
     assert_eq!(kept[BINDING_ANNOTATION], binding, "the binding stays");
     assert_eq!(kept["example.com/owner"], "search");
@@ -122,13 +133,15 @@ async fn a_hand_made_binding_or_decision_is_refused() {
     };
     let unbound = lab.create_target("llm", &[("server", 1)]).await;
     let scaler = lab.create_scaler("llm", "llm", &["server"]).await;
-    // What a user copies from another target: a real binding of the real scaler.
+    // What a user copies from another target: the binding of a scaler of the same name that
+    // was deleted and created again (another UID).
     let binding = BindingPayload {
         scaler_name: "llm".into(),
-        scaler_uid: scaler.metadata.uid.clone().unwrap(),
+        scaler_uid: "uid-of-an-earlier-llm".into(),
         term: 1,
     }
     .to_annotation();
+    let facts = ScalerFacts::of(&scaler).unwrap();
     let decision = DecisionPayload {
         decision_id: "by-hand".into(),
         term: 1,
@@ -146,23 +159,34 @@ async fn a_hand_made_binding_or_decision_is_refused() {
     };
     let add = |key: &str, value: &str| json!([{"op": "add", "path": "/metadata/annotations", "value": {key: value}}]);
 
-    for (key, value) in [
-        (BINDING_ANNOTATION, &binding),
-        (DECISION_ANNOTATION, &decision),
-    ] {
-        let answer = lab.patch_target("llm", add(key, value)).await;
-        let expected = lab.fence_refusal(
-            Some(&unbound),
-            &with(&unbound, key, value),
-            BoundScaler::NotLookedUp,
-        );
-        assert_eq!(refusal(answer), expected);
-        assert!(
-            expected.contains("binding fence (scaler annotations on an unbound target)")
-                && expected.contains("create a scaler with mode: Active"),
-            "{expected}"
-        );
-    }
+    let answer = lab
+        .patch_target("llm", add(BINDING_ANNOTATION, &binding))
+        .await;
+    let expected = lab.fence_refusal(
+        Some(&unbound),
+        &with(&unbound, BINDING_ANNOTATION, &binding),
+        NamedScaler::Present(facts.clone()),
+    );
+    assert_eq!(refusal(answer), expected);
+    assert!(
+        expected.contains("binding fence (a bind names a claiming scaler under a new term)")
+            && expected.contains("not uid-of-an-earlier-llm"),
+        "{expected}"
+    );
+    let answer = lab
+        .patch_target("llm", add(DECISION_ANNOTATION, &decision))
+        .await;
+    let expected = lab.fence_refusal(
+        Some(&unbound),
+        &with(&unbound, DECISION_ANNOTATION, &decision),
+        NamedScaler::NotLookedUp,
+    );
+    assert_eq!(refusal(answer), expected);
+    assert!(
+        expected.contains("binding fence (scaler annotations on an unbound target)")
+            && expected.contains("create a scaler with mode: Active"),
+        "{expected}"
+    );
     // Nor can a new target arrive bound.
     let mut copy = crate::lab::target_manifest("copy", &[("server", 1)]);
     copy["metadata"]["annotations"] = json!({ BINDING_ANNOTATION: binding });
@@ -174,7 +198,7 @@ async fn a_hand_made_binding_or_decision_is_refused() {
     let copy_read: ModelDeployment = serde_json::from_value(copy).unwrap();
     assert_eq!(
         refusal(answer),
-        lab.fence_refusal(None, &copy_read, BoundScaler::NotLookedUp)
+        lab.fence_refusal(None, &copy_read, NamedScaler::NotLookedUp)
     );
     assert!(lab.targets().get_opt("copy").await.unwrap().is_none());
 
@@ -191,7 +215,7 @@ async fn a_hand_made_binding_or_decision_is_refused() {
     let expected = lab.fence_refusal(
         Some(&live),
         &with(&live, BINDING_ANNOTATION, &next_term),
-        BoundScaler::NotLookedUp,
+        NamedScaler::NotLookedUp,
     );
     assert!(
         expected.contains("binding fence (scaler annotations of a bound target)"),
@@ -237,7 +261,7 @@ async fn orphan_recovery_removes_a_binding_only_once_its_scaler_is_gone_with_cou
         lab.fence_refusal(
             Some(&live),
             &without_binding(&live),
-            BoundScaler::Present { uid: uid.clone() }
+            NamedScaler::Present(ScalerFacts::of(&with_finalizer).unwrap())
         )
     );
 
@@ -272,7 +296,7 @@ async fn orphan_recovery_removes_a_binding_only_once_its_scaler_is_gone_with_cou
     let expected = lab.fence_refusal(
         Some(&live),
         &with_replicas(&without_binding(&live), 0, 5),
-        BoundScaler::Absent,
+        NamedScaler::Absent,
     );
     assert!(
         expected.contains("binding fence (orphan recovery)")

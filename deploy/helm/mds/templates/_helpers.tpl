@@ -8,11 +8,6 @@ app.kubernetes.io/name: mds
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
-{{/* The user the binding fence trusts: the Pods' own ServiceAccount. */}}
-{{- define "mds.operatorUser" -}}
-system:serviceaccount:{{ .Release.Namespace }}:mds
-{{- end }}
-
 {{/* Settings that do not fit together. */}}
 {{- define "mds.checks" -}}
 {{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) }}
