@@ -50,27 +50,37 @@ pub fn restore(status: &ModelDeploymentScalerStatus) -> PlannerState {
             .collect();
         let excess = memory.demand.len().saturating_sub(HISTORY_LIMIT);
         memory.demand.drain(..excess);
-        if let (Some(level), Some(trend), Some(c)) = (
-            predictor.level.as_ref().and_then(number),
-            predictor.trend.as_ref().and_then(number),
-            predictor.covariance.as_ref(),
-        ) && predictor.sample_count > 0
-        {
-            let p = |q: &Quantity| number(q).unwrap_or(0.0);
-            memory.kalman = Some(Kalman {
-                level,
-                trend,
-                p: [[p(&c.p00), p(&c.p01)], [p(&c.p10), p(&c.p11)]],
-                sample_count: predictor.sample_count.clamp(0, u32::MAX as i64) as u32,
-                updated_at: memory
-                    .demand
-                    .back()
-                    .map(|(t, _)| *t)
-                    .unwrap_or(Timestamp::UNIX_EPOCH),
-            });
+        if predictor.sample_count > 0 {
+            memory.kalman = Some(restored_filter(predictor, memory.demand.back().copied()));
         }
     }
     state
+}
+
+/// The filter a predictor status describes. Its sample count is what ends warm-up, so it is
+/// kept even when other fields are missing: a missing level is the latest demand sample, a
+/// missing trend zero, and an unknown value (no level at all, no covariance) is not a number,
+/// which makes the next update start the estimate over at its sample, count kept
+/// (`Kalman::update`).
+fn restored_filter(predictor: &PredictorStatus, latest: Option<(Timestamp, f64)>) -> Kalman {
+    let unknown = f64::NAN;
+    let level = predictor.level.as_ref().and_then(number);
+    let level = level.or(latest.map(|(_, v)| v)).unwrap_or(unknown);
+    let trend = predictor.trend.as_ref().and_then(number).unwrap_or(0.0);
+    let p = |q: &Quantity| number(q).unwrap_or(unknown);
+    let p = predictor
+        .covariance
+        .as_ref()
+        .map_or([[unknown; 2]; 2], |c| {
+            [[p(&c.p00), p(&c.p01)], [p(&c.p10), p(&c.p11)]]
+        });
+    Kalman {
+        level,
+        trend,
+        p,
+        sample_count: predictor.sample_count.clamp(0, u32::MAX as i64) as u32,
+        updated_at: latest.map_or(Timestamp::UNIX_EPOCH, |(t, _)| t),
+    }
 }
 
 /// The ordinals the role's last growth added, from the decision records that still name it;
@@ -122,17 +132,26 @@ pub fn persist(state: &PlannerState, status: &mut ModelDeploymentScalerStatus) {
         .collect();
 }
 
+fn finite(v: f64) -> Option<Quantity> {
+    v.is_finite().then(|| quantity(v))
+}
+
 fn predictor_status(name: &str, m: &RoleState) -> PredictorStatus {
     PredictorStatus {
         name: name.to_string(),
-        level: m.kalman.as_ref().map(|k| quantity(k.level)),
-        trend: m.kalman.as_ref().map(|k| quantity(k.trend)),
-        covariance: m.kalman.as_ref().map(|k| Covariance {
-            p00: quantity(k.p[0][0]),
-            p01: quantity(k.p[0][1]),
-            p10: quantity(k.p[1][0]),
-            p11: quantity(k.p[1][1]),
-        }),
+        // Values not known (a filter restored without them) stay absent, not zero.
+        level: m.kalman.as_ref().and_then(|k| finite(k.level)),
+        trend: m.kalman.as_ref().and_then(|k| finite(k.trend)),
+        covariance: m
+            .kalman
+            .as_ref()
+            .filter(|k| k.p.iter().flatten().all(|v| v.is_finite()))
+            .map(|k| Covariance {
+                p00: quantity(k.p[0][0]),
+                p01: quantity(k.p[0][1]),
+                p10: quantity(k.p[1][0]),
+                p11: quantity(k.p[1][1]),
+            }),
         sample_count: m.kalman.as_ref().map_or(0, |k| k.sample_count as i64),
         history: m
             .demand
@@ -149,6 +168,40 @@ fn predictor_status(name: &str, m: &RoleState) -> PredictorStatus {
 mod tests {
     use super::*;
     use mds_api::status::RoleStatus;
+
+    #[test]
+    fn a_predictor_missing_fields_keeps_its_count_and_writes_back_no_invented_values() {
+        let t = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let predictor = PredictorStatus {
+            name: "prefill".into(),
+            sample_count: 10,
+            history: vec![DemandSample {
+                timestamp: Time(t(0)),
+                tokens_per_second: Quantity::from("2400"),
+            }],
+            ..Default::default()
+        };
+        let mut status = ModelDeploymentScalerStatus {
+            roles: vec![RoleStatus {
+                name: "prefill".into(),
+                ..Default::default()
+            }],
+            predictors: vec![predictor],
+            ..Default::default()
+        };
+        let state = restore(&status);
+        let k = state.roles["prefill"].kalman.as_ref().expect("a filter");
+        assert_eq!((k.sample_count, k.level, k.trend), (10, 2400.0, 0.0));
+        assert!(
+            !k.is_sane(),
+            "an unknown covariance restarts at the next update"
+        );
+        persist(&state, &mut status);
+        let written = &status.predictors[0];
+        assert_eq!(written.sample_count, 10);
+        assert_eq!(written.covariance, None, "not written as zeros");
+        assert_eq!(written.level.as_ref().and_then(number), Some(2400.0));
+    }
 
     #[test]
     fn memory_round_trips_through_status() {

@@ -147,6 +147,9 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         .to_string();
     let release = |pass: &mut Pass, why: &str| {
         if let Some(b) = binding.as_ref().filter(|_| ours) {
+            // A commit whose status write was lost leaves its records in this write: the
+            // release removes the decision annotation they could be rebuilt from.
+            recover_lost_commit(pass, target, b.term);
             pass.write = Some(Write {
                 kind: WriteKind::Release,
                 ops: patch::release(&shape(target), &binding_text),
@@ -271,7 +274,7 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
     }
 
     if committing {
-        resume_kept_records(pass, target);
+        resume_kept_records(pass, target, ours);
     }
     if committing && ours {
         recover_lost_commit(pass, target, binding.as_ref().map_or(1, |b| b.term));

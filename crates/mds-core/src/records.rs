@@ -55,20 +55,28 @@ pub(crate) fn retirement_cannot_complete(md: &mds_api::target::ModelDeployment) 
     md.spec.router.as_ref().is_none_or(|r| r.name.is_empty())
 }
 
-/// Rebinding after a release (Shadow, suspend): the pending cohort and the scale-down record
-/// kept in status resume when the target still shows our last vector, so the cohort still
+/// Rebinding after a release (Shadow, suspend) or by a fresh controller reading an older
+/// status: the pending cohort and the scale-down record kept in status resume when the target
+/// still shows our last vector (`lastCommit`, else the cohort's target), so the cohort still
 /// times out and an abort is still restored; after an external change they are dropped (D29).
-pub(crate) fn resume_kept_records(pass: &mut Pass, target: &Target) {
+/// Checked on every bind, whatever the status's conditions say (the status may have been
+/// written while we were committing, before the binding went); while bound, only while the
+/// status does not report `Active` yet.
+pub(crate) fn resume_kept_records(pass: &mut Pass, target: &Target, bound: bool) {
     let was_committing =
         conditions::reason(&pass.input.scaler.status.conditions, ACTIVE) == Some("Active");
     let kept = pass.status.pending_cohort.is_some() || pass.status.last_scale_down.is_some();
-    if was_committing || !kept {
+    if (bound && was_committing) || !kept {
         return;
     }
     let current = protocol::current_vector(target.deployment);
-    let ours = pass.status.last_commit.as_ref().is_some_and(|c| {
-        c.vector
-            .iter()
+    let last_vector = match (&pass.status.last_commit, &pass.status.pending_cohort) {
+        (Some(c), _) => Some(&c.vector),
+        (None, Some(cohort)) => Some(&cohort.target_vector),
+        (None, None) => None,
+    };
+    let ours = last_vector.is_some_and(|v| {
+        v.iter()
             .all(|(role, n)| current.get(role).is_none_or(|now| now == n))
     });
     if ours && !external_change(pass, target) {

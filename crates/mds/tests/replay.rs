@@ -349,3 +349,311 @@ proptest! {
         prop_assert!(!stderr.contains("panicked"), "{}", stderr);
     }
 }
+
+// A replay starts from the `status` the scaler file carries, as a controller starting up reads
+// it (D19, D29): a target with a UID and no scaler annotations, as a release leaves it.
+
+/// A server-role target at `replicas`, generation 4, unannotated.
+fn server_target(replicas: i32) -> String {
+    format!(
+        "apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata:
+  name: llm
+  uid: 7f0c-target-uid
+  generation: 4
+spec:
+  engine:
+    name: vLLM
+  router:
+    name: vllm-router
+  roles:
+    - name: server
+      kind: Server
+      replicas: {replicas}
+      instanceType: h100
+"
+    )
+}
+
+/// A Proportional scaler (10 running requests per replica) at spec generation `generation`,
+/// with `algorithm` in place of the default and `status` (YAML, indented two spaces).
+fn resumed_scaler(generation: i64, algorithm: Option<&str>, status: &str) -> String {
+    let algorithm = algorithm.unwrap_or(
+        "proportional:
+      metric: QueueDepth
+      tolerance: \"0.01\"
+      roleTargets:
+        - name: server
+          target: \"10\"",
+    );
+    format!(
+        "apiVersion: worker.gpustack.ai/v1
+kind: ModelDeploymentScaler
+metadata:
+  name: llm
+  uid: 11aa-scaler-uid
+  generation: {generation}
+spec:
+  targetRef:
+    name: llm
+  mode: Active
+  sampling:
+    pendingTimeoutSeconds: 120
+  roles:
+    - name: server
+      minReplicas: 1
+      maxReplicas: 16
+  algorithm:
+    {algorithm}
+status:
+{status}"
+    )
+}
+
+/// Conditions as the suspend pass wrote them.
+const SUSPENDED: &str = "  conditions:
+    - {type: Bound, status: \"False\", reason: Suspended, message: suspended, observedGeneration: 1, lastTransitionTime: \"2025-12-31T23:50:00Z\"}
+    - {type: Active, status: \"False\", reason: Suspended, message: suspended, observedGeneration: 1, lastTransitionTime: \"2025-12-31T23:50:00Z\"}
+";
+
+/// Conditions as a pass that committed wrote them (the last status before a suspension whose
+/// own status write never landed).
+const ACTIVE: &str = "  conditions:
+    - {type: Bound, status: \"True\", reason: Bound, message: bound, observedGeneration: 1, lastTransitionTime: \"2025-12-31T23:50:00Z\"}
+    - {type: Active, status: \"True\", reason: Active, message: active, observedGeneration: 1, lastTransitionTime: \"2025-12-31T23:50:00Z\"}
+";
+
+/// Runs `mds replay --json` on the files; the passes.
+fn replay_json(scaler: &str, target: &str, timeline: &str) -> Vec<serde_json::Value> {
+    let scratch = Scratch::new("replay-resume");
+    let scaler = scratch.file("scaler.yaml", scaler);
+    let target = scratch.file("target.yaml", target);
+    let timeline = scratch.file("t.jsonl", timeline);
+    let out = mds(
+        &[
+            "replay",
+            "--scaler",
+            &scaler,
+            "--target",
+            &target,
+            "--timeline",
+            &timeline,
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+/// Passes every 15 s from 0 to `last`, the server role at `ready` ready replicas with
+/// `running` running requests; `first` extra fields on the first line.
+fn server_timeline(last: i64, ready: i32, running: i32, first: &str) -> String {
+    (0..=last / 15)
+        .map(|i| {
+            let extra = if i == 0 { first } else { "" };
+            format!(
+                "{{\"t\": {}, \"roles\": {{\"server\": {{\"readyReplicas\": {ready}, \"runningRequests\": {running}, \"waitingRequests\": 0}}}}{extra}}}\n",
+                i * 15
+            )
+        })
+        .collect()
+}
+
+fn write_of(pass: &serde_json::Value) -> (String, i64) {
+    (
+        pass["write"]["kind"].as_str().unwrap_or("").to_string(),
+        pass["write"]["term"].as_i64().unwrap_or(0),
+    )
+}
+
+#[test]
+fn a_resumed_scaler_binds_one_above_the_term_its_status_records_for_the_target() {
+    let status =
+        format!("  binding: {{targetUID: 7f0c-target-uid, targetName: llm, term: 2}}\n{SUSPENDED}");
+    let passes = replay_json(
+        &resumed_scaler(1, None, &status),
+        &server_target(2),
+        &server_timeline(15, 2, 40, ""),
+    );
+    assert_eq!(write_of(&passes[0]), ("bind".into(), 3), "{}", passes[0]);
+    assert_eq!(write_of(&passes[1]), ("commit".into(), 3), "{}", passes[1]);
+    let id = passes[1]["write"]["decisionID"].as_str().unwrap();
+    assert!(id.starts_with("llm-t3-"), "{id}");
+}
+
+#[test]
+fn a_status_for_another_target_uid_raises_no_term() {
+    // The status names the target this name had before it was recreated.
+    let status = "  binding: {targetUID: 0ld0-target-uid, targetName: llm, term: 2}
+  conditions:
+    - {type: Bound, status: \"False\", reason: TargetReplaced, message: replaced, observedGeneration: 1, lastTransitionTime: \"2025-12-31T23:50:00Z\"}
+";
+    let timeline = server_timeline(15, 2, 20, "");
+    // Until a spec edit acknowledges the replacement, nothing binds.
+    let passes = replay_json(
+        &resumed_scaler(1, None, status),
+        &server_target(2),
+        &timeline,
+    );
+    assert!(passes.iter().all(|p| p["write"].is_null()), "{passes:?}");
+    assert_eq!(passes[0]["conditions"]["Bound"]["reason"], "TargetReplaced");
+    // Acknowledged (generation 2): the old target's term does not count.
+    let passes = replay_json(
+        &resumed_scaler(2, None, status),
+        &server_target(2),
+        &timeline,
+    );
+    assert_eq!(write_of(&passes[0]), ("bind".into(), 1), "{}", passes[0]);
+}
+
+/// A status written when the scaler was suspended while a scale-up 2 -> 4 (term 2) waited
+/// for admission; committed at 2025-12-31T23:59:00Z, a minute before the replay starts.
+fn pending_status(conditions: &str) -> String {
+    format!(
+        "  binding: {{targetUID: 7f0c-target-uid, targetName: llm, term: 2}}
+  lastCommit:
+    decisionID: llm-t2-1767225540000
+    term: 2
+    vector: {{server: 4}}
+    baselineVector: {{server: 2}}
+    timestamp: \"2025-12-31T23:59:00Z\"
+    targetGeneration: 4
+  pendingCohort:
+    decisionID: llm-t2-1767225540000
+    term: 2
+    baselineVector: {{server: 2}}
+    targetVector: {{server: 4}}
+    startedAt: \"2025-12-31T23:59:00Z\"
+{conditions}"
+    )
+}
+
+#[test]
+fn a_pending_cohort_in_status_rebinds_and_rolls_back_on_time() {
+    for conditions in [SUSPENDED, ACTIVE] {
+        // The target still shows the cohort's vector; ordinals 2 and 3 are never admitted.
+        let passes = replay_json(
+            &resumed_scaler(1, None, &pending_status(conditions)),
+            &server_target(4),
+            &server_timeline(
+                120,
+                2,
+                40,
+                ", \"target\": {\"unadmitted\": {\"server\": [2, 3]}}",
+            ),
+        );
+        assert_eq!(write_of(&passes[0]), ("bind".into(), 3), "{}", passes[0]);
+        // 120 s after 23:59:00 is t=60; the first pass past it rolls back under the new term.
+        let (at, rollback) = passes
+            .iter()
+            .find(|p| !p["write"].is_null() && p["write"]["kind"] != "bind")
+            .map(|p| (p["t"].as_f64().unwrap(), p))
+            .expect("a rollback");
+        assert_eq!(at, 75.0, "{rollback}");
+        assert_eq!(write_of(rollback), ("rollback".into(), 3), "{rollback}");
+        assert_eq!(rollback["write"]["vector"]["server"], 2);
+    }
+}
+
+#[test]
+fn a_pending_cohort_in_status_is_dropped_after_an_external_change() {
+    for conditions in [SUSPENDED, ACTIVE] {
+        // While unbound, the user set 3 (generation 5, past the commit's 4).
+        let target = server_target(3).replace("generation: 4", "generation: 5");
+        let passes = replay_json(
+            &resumed_scaler(1, None, &pending_status(conditions)),
+            &target,
+            &server_timeline(
+                300,
+                3,
+                30,
+                ", \"target\": {\"unadmitted\": {\"server\": [2]}}",
+            ),
+        );
+        assert_eq!(write_of(&passes[0]), ("bind".into(), 3), "{}", passes[0]);
+        let events = passes[0]["events"].to_string();
+        assert!(events.contains("RecordsDropped"), "{conditions}: {events}");
+        for pass in &passes[1..] {
+            assert!(
+                pass["write"].is_null(),
+                "no rollback of the old cohort: {pass}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_predictor_in_status_past_min_points_does_not_warm_up_again() {
+    let algorithm = "predictive:
+      minPoints: 6
+      serverTokenCapacityPerReplica: \"100\"
+      tokenThroughput:
+        serverTargetTokensPerSecond: \"100\"";
+    let history: String = (0..10)
+        .map(|i| {
+            format!(
+                "        - {{timestamp: \"2025-12-31T23:5{}:{:02}Z\", tokensPerSecond: \"200\"}}\n",
+                7 + i * 15 / 60,
+                (i * 15) % 60
+            )
+        })
+        .collect();
+    let status = format!(
+        "  binding: {{targetUID: 7f0c-target-uid, targetName: llm, term: 1}}
+  roles:
+    - {{name: server, currentReplicas: 2}}
+  predictors:
+    - name: server
+      level: \"200\"
+      trend: \"0\"
+      covariance: {{p00: \"1\", p01: \"0\", p10: \"0\", p11: \"1\"}}
+      sampleCount: 10
+      history:
+{history}{SUSPENDED}"
+    );
+    let timeline: String = (0..4)
+        .map(|i| format!("{{\"t\": {}, \"roles\": {{\"server\": {{\"readyReplicas\": 2, \"promptTokensPerSecond\": 150, \"generationTokensPerSecond\": 50}}}}}}\n", i * 15))
+        .collect();
+    let passes = replay_json(
+        &resumed_scaler(1, Some(algorithm), &status),
+        &server_target(2),
+        &timeline,
+    );
+    for pass in &passes {
+        assert_ne!(
+            pass["roles"]["server"]["reason"], "PredictorWarmingUp",
+            "{pass}"
+        );
+    }
+}
+
+#[test]
+fn a_status_that_cannot_be_read_is_refused_naming_the_field() {
+    let status = "  pendingCohort:\n    decisionID: x\n    term: two\n";
+    let scratch = Scratch::new("replay-bad-status");
+    let scaler = scratch.file("scaler.yaml", &resumed_scaler(1, None, status));
+    let target = scratch.file("target.yaml", &server_target(2));
+    let timeline = scratch.file("t.jsonl", &server_timeline(0, 2, 20, ""));
+    let out = mds(
+        &[
+            "replay",
+            "--scaler",
+            &scaler,
+            "--target",
+            &target,
+            "--timeline",
+            &timeline,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("its status cannot be read"), "{stderr}");
+    assert!(stderr.contains("status.pendingCohort.term"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

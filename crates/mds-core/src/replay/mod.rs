@@ -160,7 +160,9 @@ pub fn replay(
         .uid
         .clone()
         .unwrap_or_else(|| "replay-scaler".into());
+    // A fresh controller starts from the status it reads, and sees the spec's generation.
     let mut status = scaler.status.clone().unwrap_or_default();
+    let generation = scaler.metadata.generation.unwrap_or(1);
     let mut doc = checked_target(target)?;
     let roles: BTreeSet<String> = target_roles(&doc)?;
     check_roles(timeline, &roles)?;
@@ -215,7 +217,7 @@ pub fn replay(
             scaler: Scaler {
                 name: &name,
                 uid: &uid,
-                generation: 1,
+                generation,
                 spec: &spec,
                 status: &status,
                 deleting: false,

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use mds_api::validation::Report;
 use mds_core::replay::{PassReport, parse_timeline, replay, synthetic_target};
 
-use crate::manifest::scaler::{read_scaler, read_target, write_report};
+use crate::manifest::scaler::{read_scaler, read_status, read_target, write_report};
 use crate::manifest::{Document, holdings, parse_documents};
 
 #[derive(clap::Args, Debug)]
@@ -173,12 +173,30 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<String, Stop> {
     for warning in &report.warnings {
         notes.push_str(&super::warning_line(&format!("{scaler_label}: {warning}")));
     }
+    // The replay starts from the status the file carries, as a controller starts from the
+    // status it reads (docs/REPLAY.md).
+    let mut scaler = scaler.clone();
+    scaler.status = match read_status(scaler_doc) {
+        Ok((status, unknown)) => {
+            for finding in &unknown {
+                notes.push_str(&super::warning_line(&format!("{scaler_label}: {finding}")));
+            }
+            status
+        }
+        Err(findings) => {
+            let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
+            return Err(unusable(format!(
+                "{scaler_label}: its status cannot be read: {}",
+                lines.join("; ")
+            )));
+        }
+    };
 
     let timeline_name = args.timeline.display().to_string();
     let text = super::read_text(&args.timeline, super::MAX_INPUT_BYTES)
         .map_err(|e| unusable(format!("{timeline_name}: cannot read: {e}")))?;
     let timeline = parse_timeline(&text).map_err(|e| unusable(format!("{timeline_name}: {e}")))?;
-    let reports = replay(scaler, target_value, &timeline).map_err(|e| {
+    let reports = replay(&scaler, target_value, &timeline).map_err(|e| {
         let source = match &args.target {
             _ if e.0.starts_with("timeline line") => timeline_name.clone(),
             Some(path) => path.display().to_string(),

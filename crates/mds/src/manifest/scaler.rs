@@ -4,6 +4,7 @@
 
 use mds_api::ModelDeploymentScaler;
 use mds_api::defaults::default_spec;
+use mds_api::status::ModelDeploymentScalerStatus;
 use mds_api::suggest::closest;
 use mds_api::target::ModelDeployment;
 use mds_api::validation::{Finding, Report, validate_scaler};
@@ -95,6 +96,40 @@ impl ScalerRead {
         }
         report.warnings.extend(self.unknown.iter().cloned());
         report
+    }
+}
+
+/// The `status` a scaler document carries, as a controller starting up would read it from
+/// the API server (`mds replay` starts from it; `mds validate` ignores it, as admission
+/// does). `Ok(None)` without one; every problem by its path under `status`. Fields the
+/// status type does not know come back as warnings.
+pub fn read_status(
+    doc: &Document,
+) -> Result<(Option<ModelDeploymentScalerStatus>, Vec<Finding>), Vec<Finding>> {
+    #[derive(serde::Deserialize)]
+    struct StatusOnly {
+        #[serde(default)]
+        status: Option<ModelDeploymentScalerStatus>,
+    }
+    let Some(status) = doc.value.get("status").filter(|v| !v.is_null()) else {
+        return Ok((None, vec![]));
+    };
+    let mut only = serde_yaml_ng::Mapping::new();
+    only.insert(Value::from("status"), status.clone());
+    let collected = collect::<StatusOnly>(&Value::Mapping(only), Some(schema::scaler_root()));
+    match collected.value {
+        Some(typed) if collected.errors.is_empty() => {
+            let unknown = collected
+                .unknown
+                .iter()
+                .map(|path| Finding {
+                    path: render(path),
+                    message: "is not a field of the scaler's status and is ignored".into(),
+                })
+                .collect();
+            Ok((typed.status, unknown))
+        }
+        _ => Err(collected.errors),
     }
 }
 
