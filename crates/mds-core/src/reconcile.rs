@@ -436,13 +436,13 @@ fn plan_roles(
     let planner = memory
         .planner
         .get_or_insert_with(|| crate::memory::restore(input.scaler.status));
-    let roles: Vec<RoleInput> = policy
-        .roles
-        .iter()
     // D32: a change of the spec releases stalled latency guards.
     planner.plan_under(input.scaler.generation);
     let spec = input.scaler.spec;
     let waits = (spec.pending_timeout_seconds(), spec.interval_seconds());
+    let roles: Vec<RoleInput> = policy
+        .roles
+        .iter()
         .map(|r| RoleInput {
             current: current[&r.name],
             observation: input.observations.get(&r.name).cloned(),
@@ -456,21 +456,21 @@ fn plan_roles(
             growth_backoff: backoff.contains(&r.name),
         })
         .collect();
+    let stalled_before = stalled_guards(planner);
     let plan = mds_planner::plan(
         &PlanInput {
             policy: &policy,
-    let stalled_before = stalled_guards(planner);
             roles: &roles,
             guards,
             now: input.now,
         },
         planner,
     );
+    report_stalled_guards(pass, &stalled_before, planner);
     let ready: BTreeMap<String, i32> = md
         .status
         .as_ref()
         .map(|s| {
-    report_stalled_guards(pass, &stalled_before, planner);
             s.roles
                 .iter()
                 .filter_map(|r| Some((r.name.clone(), r.ready?)))
@@ -500,10 +500,6 @@ fn plan_roles(
     Some(policy)
 }
 
-/// Commits the plan's vector when it differs from the target's.
-fn commit(pass: &mut Pass, target: &Target, binding: &str, term: i64, memory: &mut Memory) {
-    let Some(plan) = pass.plan.as_ref().filter(|p| p.conflict.is_none()) else {
-        return;
 /// Roles whose latency guard has stopped adding replicas (D32).
 fn stalled_guards(planner: &PlannerState) -> BTreeSet<String> {
     planner
@@ -531,6 +527,10 @@ fn report_stalled_guards(pass: &mut Pass, before: &BTreeSet<String>, planner: &P
     }
 }
 
+/// Commits the plan's vector when it differs from the target's.
+fn commit(pass: &mut Pass, target: &Target, binding: &str, term: i64, memory: &mut Memory) {
+    let Some(plan) = pass.plan.as_ref().filter(|p| p.conflict.is_none()) else {
+        return;
     };
     let current = protocol::current_vector(target.deployment);
     let mut vector = current.clone();
@@ -593,12 +593,12 @@ pub(crate) fn commit_vector(
                 let memory = planner.roles.entry((*role).clone()).or_default();
                 memory.last_scale_up = Some(now);
                 memory.last_growth = Some(Growth { at: now, from, to });
+                memory.growth_ready_at = None;
+                memory.guard.record_growth();
             }
         }
     }
     if let Some(record) = protocol::scale_down_record(&current, vector) {
-                memory.growth_ready_at = None;
-                memory.guard.record_growth();
         pass.status.last_scale_down = Some(record);
     }
     decision

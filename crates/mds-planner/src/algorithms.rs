@@ -185,6 +185,7 @@ pub fn record_demand(
     state.record_demand(now, d, token.longest_window_seconds());
     Some(d)
 }
+
 /// A p95 read from fewer observations than this in the interval is too thin to grow on (D32).
 pub const MIN_LATENCY_OBSERVATIONS: f64 = 20.0;
 
@@ -199,7 +200,6 @@ struct Breach {
     /// A reading the kind checks is missing.
     missing: bool,
 }
-
 
 /// The relative latency breach of a role (D13): the larger of the readings its kind checks
 /// that are present; a count of observations that is unknown counts as enough (D32).
@@ -417,9 +417,9 @@ pub fn predictive(
     if forecast_rec > rec.raw {
         rec.raw = forecast_rec;
         rec.reason = Reason::Predictive;
-    } else if rec.reason == Reason::TokenThroughput {
         // The forecast asks for more than the guard: a growth now is not the guard's (D32).
         state.guard.asked = None;
+    } else if rec.reason == Reason::TokenThroughput {
         rec.reason = Reason::Predictive;
     }
     // After warm-up, panic or a latency breach above 1.2x asks for at least one more replica.

@@ -224,6 +224,14 @@ impl RoleObservation {
 /// observations, or the mean when no finite bucket does or there are no buckets. `None` when
 /// the window saw no observation.
 pub fn p95_seconds<'a>(deltas: impl Iterator<Item = &'a HistogramDelta>) -> Option<f64> {
+    p95_with_observations(deltas).map(|(p95, _)| p95)
+}
+
+/// [`p95_seconds`] with the number of observations it was read from (D32): the children's
+/// observations in the window, or the `_count` behind the mean when only the mean answers.
+pub fn p95_with_observations<'a>(
+    deltas: impl Iterator<Item = &'a HistogramDelta>,
+) -> Option<(f64, f64)> {
     let deltas: Vec<&HistogramDelta> = deltas.collect();
     // Observations of a child: its +Inf bucket, else its _count.
     let observations = |d: &HistogramDelta| {
@@ -237,14 +245,6 @@ pub fn p95_seconds<'a>(deltas: impl Iterator<Item = &'a HistogramDelta>) -> Opti
     let (sum, count) = deltas
         .iter()
         .filter_map(|d| Some((d.sum?, d.count?)))
-    p95_with_observations(deltas).map(|(p95, _)| p95)
-}
-
-/// [`p95_seconds`] with the number of observations it was read from (D32): the children's
-/// observations in the window, or the `_count` behind the mean when only the mean answers.
-pub fn p95_with_observations<'a>(
-    deltas: impl Iterator<Item = &'a HistogramDelta>,
-) -> Option<(f64, f64)> {
         .fold((0.0, 0.0), |(s, c), (ds, dc)| (s + ds, c + dc));
     // The mean answers with the observations behind it.
     let mean = (count > 0.0).then(|| (sum / count, count));
@@ -331,19 +331,6 @@ mod tests {
     }
 
     #[test]
-    fn a_lost_inf_bucket_uses_the_count_and_a_child_without_sum_keeps_the_mean() {
-        // +Inf line lost: 100 observations by _count, only 20 at or below 1 s: the mean.
-        let d = delta(&[(0.1, 10.0), (1.0, 20.0)], 500.0, 100.0);
-        assert_eq!(p95_seconds([&d].into_iter()), Some(5.0));
-        let no_sum = HistogramDelta {
-            buckets: vec![],
-            sum: None,
-            count: Some(10.0),
-        };
-        let with_sum = delta(&[], 30.0, 10.0);
-        assert_eq!(p95_seconds([&no_sum, &with_sum].into_iter()), Some(3.0));
-    }
-    #[test]
     fn the_p95_comes_with_the_observations_it_was_read_from() {
         // D32: two replicas' windows, 3 and 2 requests: a p95 from 5 observations.
         let a = delta(&[(0.1, 2.0), (0.75, 3.0), (f64::INFINITY, 3.0)], 0.9, 3.0);
@@ -358,6 +345,19 @@ mod tests {
         assert_eq!(p95_with_observations([].into_iter()), None);
     }
 
+    #[test]
+    fn a_lost_inf_bucket_uses_the_count_and_a_child_without_sum_keeps_the_mean() {
+        // +Inf line lost: 100 observations by _count, only 20 at or below 1 s: the mean.
+        let d = delta(&[(0.1, 10.0), (1.0, 20.0)], 500.0, 100.0);
+        assert_eq!(p95_seconds([&d].into_iter()), Some(5.0));
+        let no_sum = HistogramDelta {
+            buckets: vec![],
+            sum: None,
+            count: Some(10.0),
+        };
+        let with_sum = delta(&[], 30.0, 10.0);
+        assert_eq!(p95_seconds([&no_sum, &with_sum].into_iter()), Some(3.0));
+    }
 
     #[test]
     fn a_child_without_buckets_leaves_only_inf_in_common_so_the_mean_answers() {
