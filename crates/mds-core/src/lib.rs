@@ -58,6 +58,13 @@ pub struct Input<'a> {
     pub scaler: Scaler<'a>,
     pub target: Option<Target<'a>>,
     pub observations: &'a BTreeMap<String, RoleObservation>,
+    /// When `observations` were sampled: `now` for this pass's own sampling, earlier when a
+    /// pass brought forward by a watch event reuses the last one. The planner takes a
+    /// sampling once however many passes plan on it: a reused sampling is no new observation.
+    pub observed_at: Timestamp,
+    /// Why the shell could not sample the target, when the target is at fault (an unknown
+    /// engine, D2): `MetricsReady` says it.
+    pub sampling_problem: Option<&'a str>,
     pub now: Timestamp,
     /// A commit the API server refused for good (an admission webhook, a validation rule),
     /// while neither the scaler spec nor the target changed since: the same vector is not

@@ -463,6 +463,7 @@ fn plan_roles(
             roles: &roles,
             guards,
             now: input.now,
+            observed_at: input.observed_at,
         },
         planner,
     );

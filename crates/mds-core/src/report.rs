@@ -122,6 +122,14 @@ fn metrics_and_blocked(pass: &mut Pass) {
                     "ResourceExhausted",
                     "added replicas were not admitted; check quota and admission before growth resumes",
                 )
+            } else if let Some(problem) = pass.input.sampling_problem {
+                // D2: the shell could not read the target at all (an unknown engine).
+                Report::new(
+                    METRICS_READY,
+                    false,
+                    "WaitingForMetrics",
+                    format!("{problem}; roles {waiting:?} have no readings; scale-down waits"),
+                )
             } else if waiting.is_empty() {
                 Report::new(
                     METRICS_READY,

@@ -1,6 +1,8 @@
 //! One pass's sampling of a target: which Pods to scrape (D6), their pages through the
 //! `MetricsSource` port, and the per-role observations (D7–D10). Counter baselines live in the
-//! worker's `SampleStore`, per Pod UID, and are dropped when a Pod stops answering or goes.
+//! worker's `SampleStore`, per Pod UID, and are dropped when a Pod stops answering or goes, or
+//! when they are older than two sampling intervals. The store also keeps each role's newest
+//! valid reading, which turns a role that has not answered for three intervals `Stale`.
 
 use futures::future::join_all;
 use jiff::Timestamp;
@@ -47,6 +49,10 @@ pub async fn sample<M: MetricsSource>(
         .filter_map(|p| p.metadata.uid.as_deref())
         .collect();
     store.retain(&live);
+    let roles: Vec<&str> = md.spec.roles.iter().map(|r| r.name.as_str()).collect();
+    store.retain_roles(&roles);
+    // A baseline older than two intervals starts a new window (D8).
+    store.set_sampling_interval(interval_seconds);
     let engine_kind = match md.engine_kind() {
         Ok(kind) => kind,
         Err(unknown) => {
@@ -89,6 +95,9 @@ pub async fn sample<M: MetricsSource>(
                 let engine_sample = engine::read_text(engine_kind, &text);
                 let restarts = restarts.get(uid.as_str()).copied().flatten();
                 let reading = store.record(engine_kind, &uid, restarts, engine_sample, read_at);
+                if reading.is_valid() {
+                    store.note_valid_reading(role, read_at);
+                }
                 readings.entry(role).or_default().push(reading);
                 None
             }
@@ -119,6 +128,12 @@ pub async fn sample<M: MetricsSource>(
         if plan.capped || !plan.unusable.is_empty() {
             observation.coverage_complete = false;
         }
+        // D10: no usable reading now, and the newest valid one expired.
+        observation.expire(
+            store.newest_valid_reading(&role.name),
+            interval_seconds,
+            now,
+        );
         sampling.observations.insert(role.name.clone(), observation);
     }
     sampling

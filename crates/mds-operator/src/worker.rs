@@ -166,6 +166,15 @@ impl Worker {
         let planning = !deleting && !spec.suspend.unwrap_or(false);
         let interval = spec.interval_seconds();
         let mut observations = BTreeMap::new();
+        let mut observed_at = now;
+        let mut sampling_problem = None;
+        if !planning {
+            // Baselines taken before a suspension describe nothing after it: the first
+            // sampling when planning resumes is a baseline only (D8), never a rate over the
+            // whole suspension.
+            self.samples = SampleStore::default();
+            self.sampling = None;
+        }
         if let (Some(md), true) = (md, planning) {
             let fresh = self
                 .sampling
@@ -190,6 +199,8 @@ impl Worker {
             }
             if let Some(last) = &self.sampling {
                 observations = last.observations.clone();
+                observed_at = last.at;
+                sampling_problem = last.problem.clone();
                 report.problem = last.problem.clone();
             }
         }
@@ -215,6 +226,8 @@ impl Worker {
                 ready_ordinals: facts.ready_ordinals,
             }),
             observations: &observations,
+            observed_at,
+            sampling_problem: sampling_problem.as_deref(),
             now,
             refused: refused.map(|r| &r.write),
         };

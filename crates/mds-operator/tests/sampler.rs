@@ -95,3 +95,102 @@ async fn pages_arriving_at_once_give_the_rate_over_the_passes_times() {
         Some(100.0)
     );
 }
+
+/// One engine whose page shows `generated` tokens, or fails while `None`.
+#[derive(Default)]
+struct FlakyEngine {
+    generated: Mutex<Option<u64>>,
+}
+
+impl FlakyEngine {
+    fn set(&self, generated: Option<u64>) {
+        *self.generated.lock().unwrap() = generated;
+    }
+}
+
+impl MetricsSource for FlakyEngine {
+    async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
+        let generated = *self.generated.lock().unwrap();
+        let generated = generated.ok_or_else(|| ScrapeError::Connect(url.to_string()))?;
+        SlowEngine {
+            state: Mutex::new((generated, Duration::ZERO)),
+        }
+        .fetch(url)
+        .await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_sampling_after_a_long_gap_is_a_baseline_only() {
+    use mds_api::status::SignalState;
+    let engine = FlakyEngine::default();
+    let (md, pods) = (target(), vec![pod()]);
+    let mut store = SampleStore::default();
+    engine.set(Some(0));
+    sample(&engine, &mut store, &md, &pods, 15, at(0)).await;
+    engine.set(Some(1_500));
+    let s = sample(&engine, &mut store, &md, &pods, 15, at(15)).await;
+    assert_eq!(
+        s.observations["server"].generation_tokens_per_second,
+        Some(100.0)
+    );
+    // Ten minutes without a sampling (the scaler was suspended) while a burst ran: its tokens
+    // are not one rate of now.
+    engine.set(Some(1_000_000));
+    let s = sample(&engine, &mut store, &md, &pods, 15, at(615)).await;
+    let o = &s.observations["server"];
+    assert_eq!(o.signal_state, SignalState::Missing);
+    assert_eq!(o.generation_tokens_per_second, None);
+    engine.set(Some(1_001_500));
+    let s = sample(&engine, &mut store, &md, &pods, 15, at(630)).await;
+    let o = &s.observations["server"];
+    assert_eq!(o.signal_state, SignalState::Fresh);
+    assert_eq!(o.generation_tokens_per_second, Some(100.0));
+}
+
+/// One sampling at `t` seconds of an engine showing `generated` tokens (or failing).
+async fn signal_state(
+    engine: &FlakyEngine,
+    store: &mut SampleStore,
+    t: i64,
+    generated: Option<u64>,
+) -> mds_api::status::SignalState {
+    engine.set(generated);
+    let (md, pods) = (target(), vec![pod()]);
+    let sampling = sample(engine, store, &md, &pods, 15, at(t)).await;
+    sampling.observations["server"].signal_state
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_role_whose_pages_keep_failing_turns_stale() {
+    use mds_api::status::SignalState;
+    let engine = FlakyEngine::default();
+    let mut store = SampleStore::default();
+    let s = &mut store;
+    let e = &engine;
+    assert_eq!(signal_state(e, s, 0, Some(0)).await, SignalState::Missing);
+    assert_eq!(
+        signal_state(e, s, 15, Some(1_500)).await,
+        SignalState::Fresh
+    );
+    // The newest valid reading (15 s) is at most three intervals old: Missing.
+    for t in [30, 45, 60] {
+        assert_eq!(
+            signal_state(e, s, t, None).await,
+            SignalState::Missing,
+            "at {t} s"
+        );
+    }
+    // Older than three intervals: the readings expired.
+    assert_eq!(signal_state(e, s, 75, None).await, SignalState::Stale);
+    assert_eq!(signal_state(e, s, 90, None).await, SignalState::Stale);
+    // The next page answers: a baseline again (the failure dropped the old one), then rates.
+    assert_eq!(
+        signal_state(e, s, 105, Some(10_000)).await,
+        SignalState::Missing
+    );
+    assert_eq!(
+        signal_state(e, s, 120, Some(11_500)).await,
+        SignalState::Fresh
+    );
+}

@@ -113,6 +113,7 @@ fn measure(label: &str, policy: &Policy) {
         roles: &roles,
         guards: &guards,
         now,
+        observed_at: now,
     };
     if std::env::var_os("MDS_BENCH_PROFILE").is_some() {
         // A short run for `valgrind --tool=callgrind`.

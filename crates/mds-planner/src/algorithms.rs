@@ -45,6 +45,9 @@ pub struct RoleView<'a> {
     /// Ordinals our last growth commit added to this role are not ready yet and that commit
     /// is younger than `pendingTimeoutSeconds` (D13).
     pub growth_in_flight: bool,
+    /// When the observation was sampled: the pass's time, or earlier when the pass reuses
+    /// the last sampling. Demand and the predictor record a sampling once, at this time.
+    pub observed_at: Timestamp,
 }
 
 /// "At least one more replica" (D13, D14): current + 1, except while our own growth of this
@@ -169,20 +172,16 @@ pub fn demand(kind: &RoleKind, o: &RoleObservation) -> Option<f64> {
     }
 }
 
-/// Records this pass's demand sample when the observation is usable, keeping only what the
-/// token windows can still read.
-pub fn record_demand(
-    role: &RoleView,
-    token: &TokenPolicy,
-    state: &mut RoleState,
-    now: Timestamp,
-) -> Option<f64> {
+/// Records the observation's demand sample, at the time it was sampled, when it is usable,
+/// keeping only what the token windows can still read. A sampling recorded before (a reused
+/// one) replaces itself: it is no second sample.
+pub fn record_demand(role: &RoleView, token: &TokenPolicy, state: &mut RoleState) -> Option<f64> {
     let o = role
         .observation
         .filter(|o| matches!(o.signal_state, SignalState::Fresh | SignalState::Idle))?;
     // A NaN or infinite rate is no reading at all: it would read as one replica.
     let d = demand(role.kind, o).filter(|d| d.is_finite() && *d >= 0.0)?;
-    state.record_demand(now, d, token.longest_window_seconds());
+    state.record_demand(role.observed_at, d, token.longest_window_seconds());
     Some(d)
 }
 
@@ -385,11 +384,13 @@ pub fn predictive(
         q_trend: policy.q_trend,
         measurement: policy.measurement_noise,
     };
+    // One update per sampling (D14): a reused sampling is not a new point toward minPoints.
+    let observed_at = role.observed_at;
     if let Some(z) = demand_now {
         match &mut state.kalman {
-            Some(k) if k.updated_at < now => k.update(z, now, noise),
+            Some(k) if k.updated_at < observed_at => k.update(z, observed_at, noise),
             Some(_) => {}
-            None => state.kalman = Some(Kalman::start(z, now, noise)),
+            None => state.kalman = Some(Kalman::start(z, observed_at, noise)),
         }
     }
     let count = state.kalman.as_ref().map_or(0, |k| k.sample_count);

@@ -53,6 +53,9 @@ pub struct PlanInput<'a> {
     pub roles: &'a [RoleInput],
     pub guards: &'a Guards,
     pub now: Timestamp,
+    /// When the roles' observations were sampled: `now`, or earlier when this pass reuses the
+    /// last sampling (a pass brought forward by a watch event). Recorded once per sampling.
+    pub observed_at: Timestamp,
 }
 
 /// Why scale-down or scale-up of a role was held this pass.
@@ -290,6 +293,7 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
             current: input.roles[i].current,
             observation: input.roles[i].observation.as_ref(),
             growth_in_flight: input.roles[i].growth_in_flight,
+            observed_at: input.observed_at,
         };
         let memory = state.roles.entry(role.name.clone()).or_default();
         recs[i] = match &policy.algorithm {
@@ -300,11 +304,11 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
             } => targets[i]
                 .map(|target| algorithms::proportional(*metric, *tolerance, target, &view)),
             AlgorithmPolicy::TokenThroughput(token) => (role.kind != RoleKind::Encode).then(|| {
-                algorithms::record_demand(&view, token, memory, now);
+                algorithms::record_demand(&view, token, memory);
                 algorithms::token_throughput(token, &view, memory, now)
             }),
             AlgorithmPolicy::Predictive(predictive) => (role.kind != RoleKind::Encode).then(|| {
-                let demand = algorithms::record_demand(&view, &predictive.fallback, memory, now);
+                let demand = algorithms::record_demand(&view, &predictive.fallback, memory);
                 algorithms::predictive(predictive, &view, demand, memory, now)
             }),
         };

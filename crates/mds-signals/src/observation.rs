@@ -99,13 +99,16 @@ fn role_rate(
     (!values.is_empty()).then(|| estimate(values.iter().sum(), windows.len(), ready))
 }
 
+/// Readings taken before this have expired (D10: three sampling intervals).
+fn expired_before(now: Timestamp, interval_seconds: u32) -> Timestamp {
+    now.checked_sub(jiff::SignedDuration::from_secs(
+        3 * i64::from(interval_seconds),
+    ))
+    .unwrap_or(Timestamp::MIN)
+}
+
 pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
-    let stale_before = inputs
-        .now
-        .checked_sub(jiff::SignedDuration::from_secs(
-            3 * inputs.interval_seconds as i64,
-        ))
-        .unwrap_or(Timestamp::MIN);
+    let stale_before = expired_before(inputs.now, inputs.interval_seconds);
     let fresh: Vec<&PodReading> = inputs
         .readings
         .iter()
@@ -198,6 +201,21 @@ pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
 }
 
 impl RoleObservation {
+    /// D10: a role without a usable reading this pass whose newest valid reading is older
+    /// than three sampling intervals is `Stale` (its readings expired), not just `Missing`.
+    /// A role never read stays `Missing`. Released by the next valid reading.
+    pub fn expire(
+        &mut self,
+        newest_valid: Option<Timestamp>,
+        interval_seconds: u32,
+        now: Timestamp,
+    ) {
+        let expired = newest_valid.is_some_and(|t| t < expired_before(now, interval_seconds));
+        if self.signal_state == SignalState::Missing && expired {
+            self.signal_state = SignalState::Stale;
+        }
+    }
+
     /// Writes exactly the numbers the status shows for this observation: rates and latencies
     /// to a thousandth, KV usage to four places, request counts to whole requests. Missing
     /// signals stay absent.

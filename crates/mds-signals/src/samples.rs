@@ -2,7 +2,9 @@
 //!
 //! A Pod's rates need two valid samples of the same process. A restart, a decreasing counter
 //! or bucket, a NaN or infinite counter, a changed `_created` mark or a vanished series drops
-//! the Pod's baseline: the next sample starts a new window and yields no rate.
+//! the Pod's baseline: the next sample starts a new window and yields no rate. So does a
+//! baseline older than two sampling intervals: the first reading after a long gap is a
+//! baseline only (spec: a first observation alone cannot establish rates).
 
 use std::collections::BTreeMap;
 
@@ -69,6 +71,10 @@ struct Baseline {
 #[derive(Clone, Debug, Default)]
 pub struct SampleStore {
     pods: BTreeMap<String, Baseline>,
+    /// The sampling interval, once the shell set it.
+    interval_seconds: Option<u32>,
+    /// The newest valid reading of each role, by role name.
+    roles: BTreeMap<String, Timestamp>,
 }
 
 impl SampleStore {
@@ -85,6 +91,10 @@ impl SampleStore {
         let previous = self.pods.remove(pod_uid);
         let (window, reset) = match &previous {
             None => (None, None),
+            Some(prev) if self.expired(prev, at) => (
+                None,
+                Some("the baseline is older than two sampling intervals"),
+            ),
             Some(prev) => match window_between(engine, prev, &sample, at, restart_count) {
                 Ok(window) => (Some(window), None),
                 Err(reason) => (None, Some(reason)),
@@ -123,6 +133,54 @@ impl SampleStore {
 
     pub fn is_empty(&self) -> bool {
         self.pods.is_empty()
+    }
+
+    /// Sets the sampling interval the baselines are judged by: a baseline older than two
+    /// intervals starts a new window. Without an interval (`mds inspect-metrics`, which
+    /// compares two pages the user chose) any gap makes a window.
+    pub fn set_sampling_interval(&mut self, seconds: u32) {
+        self.interval_seconds = Some(seconds);
+    }
+
+    /// Notes that `role` gave a valid reading at `at` (D10: `Stale` once the newest one is
+    /// older than three intervals).
+    pub fn note_valid_reading(&mut self, role: &str, at: Timestamp) {
+        let newest = self.roles.entry(role.to_string()).or_insert(at);
+        *newest = (*newest).max(at);
+    }
+
+    /// When `role` last gave a valid reading, if it ever did since this store began.
+    pub fn newest_valid_reading(&self, role: &str) -> Option<Timestamp> {
+        self.roles.get(role).copied()
+    }
+
+    /// Keeps only the given roles' reading times (the others left the target).
+    pub fn retain_roles(&mut self, roles: &[&str]) {
+        self.roles.retain(|role, _| roles.contains(&role.as_str()));
+    }
+
+    /// Whether the baseline is too old to make a window with a sample taken at `at`: after
+    /// a gap of more than two sampling intervals (a suspension, a stalled worker, a Pod that
+    /// was not scraped for a while) the counter deltas are the traffic of the whole gap, not
+    /// a rate of now.
+    fn expired(&self, baseline: &Baseline, at: Timestamp) -> bool {
+        self.interval_seconds.is_some_and(|interval| {
+            at.duration_since(baseline.at).as_secs_f64() > 2.0 * f64::from(interval)
+        })
+    }
+}
+
+impl PodReading {
+    /// The page carried at least one signal the adapter reads (a body with none, such as an
+    /// error page served with status 200, is no valid reading).
+    pub fn is_valid(&self) -> bool {
+        let s = &self.sample;
+        s.running.is_some()
+            || s.waiting.is_some()
+            || s.decode_transfer.is_some()
+            || !s.kv_usage.is_empty()
+            || !s.counters.is_empty()
+            || !s.histograms.is_empty()
     }
 }
 

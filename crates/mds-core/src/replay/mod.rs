@@ -234,6 +234,9 @@ pub fn replay(
                 ordinals_with_pods: pods,
             }),
             observations: &observations,
+            // Every timeline entry is its own sampling.
+            observed_at: now,
+            sampling_problem: None,
             now,
             refused: None,
         };

@@ -90,6 +90,10 @@ pub struct World {
     pub refused: Option<mds_core::RefusedWrite>,
     pub deleting: bool,
     pub now: i64,
+    /// When the observations were sampled; `None` is this pass (`now`).
+    pub observed_at: Option<i64>,
+    /// Why the shell could not sample the target.
+    pub sampling_problem: Option<String>,
     /// Every write that reached the target.
     pub applied: Vec<Write>,
     /// Writes whose patch failed.
@@ -112,6 +116,8 @@ impl World {
             refused: None,
             deleting: false,
             now: 0,
+            observed_at: None,
+            sampling_problem: None,
             applied: vec![],
             rejected: vec![],
             status_writes: 0,
@@ -206,6 +212,8 @@ impl World {
                 }),
             }),
             observations: &self.observations,
+            observed_at: t(self.observed_at.unwrap_or(self.now)),
+            sampling_problem: self.sampling_problem.as_deref(),
             now: t(self.now),
             refused: self.refused.as_ref(),
         };

@@ -111,6 +111,7 @@ impl World {
             roles: &roles,
             guards: &self.guards,
             now: t(self.now),
+            observed_at: t(self.now),
         };
         plan(&input, &mut self.state)
     }
