@@ -5,6 +5,7 @@
 
 pub mod conditions;
 mod episode;
+mod failed_write;
 pub mod memory;
 pub mod patch;
 mod protocol;
@@ -23,6 +24,7 @@ use mds_api::target::{ModelDeployment, WorkloadAdmission};
 use mds_planner::{Plan, PlannerState};
 use mds_signals::RoleObservation;
 
+pub use failed_write::report_failed_write;
 pub use patch::PatchOp;
 pub use reconcile::reconcile;
 
@@ -77,6 +79,24 @@ pub struct Input<'a> {
 pub struct RefusedWrite {
     pub vector: ReplicaVector,
     pub message: String,
+}
+
+/// A target write that did not land and was not a conflict (a conflict is re-planned next
+/// pass and says nothing): refused by the API server as it stands, or failing for now. The
+/// shell keeps it between passes and decides when to try again; the core says what it means
+/// on the condition that owns the write (`report_failed_write`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailedWrite {
+    pub kind: WriteKind,
+    /// Refused as it stands (an admission webhook, a validation rule), not just failing.
+    pub refused: bool,
+    /// What the API server said.
+    pub message: String,
+    /// When this write first failed.
+    pub since: Timestamp,
+    /// When it is tried again; `None` for refused counts, held until the scaler spec or the
+    /// target changes, or the plan wants other counts.
+    pub retry_at: Option<Timestamp>,
 }
 
 /// What the shell keeps in memory between passes for one scaler.

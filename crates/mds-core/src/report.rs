@@ -188,9 +188,7 @@ fn metrics_and_blocked(pass: &mut Pass) {
                     BLOCKED,
                     true,
                     "PacingBounded",
-                    format!(
-                        "the target refused the planned counts ({message}); they are held until the scaler spec or the target changes"
-                    ),
+                    crate::failed_write::held_commit(message),
                 )
             } else if plan.pacing_bounded() {
                 let held: Vec<String> = plan

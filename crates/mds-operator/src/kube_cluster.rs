@@ -119,7 +119,8 @@ impl KubeCluster {
         if self.leader.load(Ordering::Acquire) {
             Ok(())
         } else {
-            Err(WriteError::Refused(
+            // Not the API server's word: the lease moved; a new term starts from status.
+            Err(WriteError::Unavailable(
                 "this controller is not the leader".into(),
             ))
         }
@@ -130,21 +131,44 @@ impl KubeCluster {
     }
 }
 
-/// How an API error maps onto what the worker does next.
+/// How an API error maps onto what the worker does next. By content, not only by code: the
+/// API server answers a JSON Patch that does not apply (a failed `test`, a path gone) with a
+/// bare 422 (`the server rejected our request due to an error in our request`, no details),
+/// while a schema or CEL refusal is a 422 naming the object and its fields; an authorizer's
+/// 403 names the user who cannot, while an admission webhook's says it denied the request.
 pub fn write_error(error: kube::Error) -> WriteError {
-    match error {
-        kube::Error::Api(status) => {
-            let message = format!("{} (HTTP {})", status.message, status.code);
-            match status.code {
-                // A failed `test` operation is 422; a stale resource version is 409.
-                409 | 422 => WriteError::Conflict(message),
-                404 => WriteError::NotFound(message),
-                500.. => WriteError::Unavailable(message),
-                _ => WriteError::Refused(message),
-            }
-        }
-        other => WriteError::Unavailable(other.to_string()),
+    let kube::Error::Api(status) = error else {
+        // No answer: connection, TLS, timeout, a body that does not read.
+        return WriteError::Unavailable(error.to_string());
+    };
+    let message = format!("{} (HTTP {})", status.message, status.code);
+    match status.code {
+        409 => WriteError::Conflict(message),
+        422 if patch_not_applied(&status) => WriteError::Conflict(message),
+        404 => WriteError::NotFound(message),
+        // Credentials being rotated, or RBAC that has not reached this API server yet.
+        401 => WriteError::Unavailable(message),
+        403 if authorization_denied(&status) => WriteError::Unavailable(message),
+        429 | 500.. => WriteError::Unavailable(message),
+        _ => WriteError::Refused(message),
     }
+}
+
+/// The patch handler's answer to a JSON Patch that does not apply (apimachinery's
+/// `NewGenericServerResponse` for 422: a fixed message and no object in the details).
+fn patch_not_applied(status: &kube::core::Status) -> bool {
+    status.message == "the server rejected our request due to an error in our request"
+        && status
+            .details
+            .as_ref()
+            .is_none_or(|d| d.name.is_empty() && d.kind.is_empty() && d.causes.is_empty())
+}
+
+/// The authorizer's refusal (`... is forbidden: User "..." cannot patch resource ...`), as
+/// opposed to an admission webhook's or a policy's.
+fn authorization_denied(status: &kube::core::Status) -> bool {
+    let m = status.message.as_str();
+    !m.contains("denied the request") && m.contains(": User \"") && m.contains("\" cannot ")
 }
 
 impl Cluster for KubeCluster {
@@ -241,5 +265,123 @@ impl Cluster for KubeCluster {
         if let Err(e) = published {
             tracing::warn!(error = %e, reason = event.reason, "publishing an event failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// An answer as kube-apiserver words it.
+    fn api(code: u16, reason: &str, message: &str, details: Value) -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "details": details, "code": code
+        }))
+        .unwrap();
+        kube::Error::Api(Box::new(status))
+    }
+
+    const NOT_APPLIED: &str = "the server rejected our request due to an error in our request";
+
+    #[test]
+    fn a_patch_that_does_not_apply_and_a_stale_version_are_conflicts() {
+        let e = write_error(api(422, "Invalid", NOT_APPLIED, json!({})));
+        assert!(matches!(e, WriteError::Conflict(_)), "{e:?}");
+        let e = write_error(api(
+            409,
+            "Conflict",
+            "Operation cannot be fulfilled on modeldeploymentscalers.worker.gpustack.ai \"llm\": the object has been modified; please apply your changes to the latest version and try again",
+            json!({"name": "llm", "group": "worker.gpustack.ai", "kind": "modeldeploymentscalers"}),
+        ));
+        assert!(matches!(e, WriteError::Conflict(_)), "{e:?}");
+    }
+
+    #[test]
+    fn a_schema_or_cel_refusal_is_refused_not_a_conflict() {
+        let e = write_error(api(
+            422,
+            "Invalid",
+            "ModelDeployment.worker.gpustack.ai \"llm\" is invalid: spec.engine: Invalid value: \"object\": engine.name is immutable",
+            json!({"name": "llm", "group": "worker.gpustack.ai", "kind": "ModelDeployment",
+                "causes": [{"reason": "FieldValueInvalid", "message": "Invalid value: \"object\": engine.name is immutable", "field": "spec.engine"}]}),
+        ));
+        assert!(
+            matches!(&e, WriteError::Refused(m) if m.contains("engine.name is immutable")),
+            "{e:?}"
+        );
+        // The generic message with a cause is a refusal too.
+        let e = write_error(api(
+            422,
+            "Invalid",
+            NOT_APPLIED,
+            json!({"causes": [{"reason": "FieldValueInvalid", "field": "spec"}]}),
+        ));
+        assert!(matches!(e, WriteError::Refused(_)), "{e:?}");
+    }
+
+    #[test]
+    fn a_webhook_denial_is_refused_whatever_its_code() {
+        for code in [400, 403, 422] {
+            let e = write_error(api(
+                code,
+                "Forbidden",
+                "admission webhook \"fence.modeldeployments.worker.gpustack.ai\" denied the request: binding fence (replica counts of a bound target): ...",
+                json!({}),
+            ));
+            assert!(matches!(e, WriteError::Refused(_)), "{code}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn throttling_outages_and_authorization_are_transient() {
+        let rbac = "modeldeployments.worker.gpustack.ai \"llm\" is forbidden: User \"system:serviceaccount:mds-system:mds\" cannot patch resource \"modeldeployments\" in API group \"worker.gpustack.ai\" in the namespace \"ns\"";
+        for (code, reason, message) in [
+            (403, "Forbidden", rbac),
+            (401, "Unauthorized", "Unauthorized"),
+            (
+                429,
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later",
+            ),
+            (
+                500,
+                "InternalError",
+                "Internal error occurred: failed calling webhook \"fence.modeldeployments.worker.gpustack.ai\": failed to call webhook: connection refused",
+            ),
+            (
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ),
+            (
+                504,
+                "Timeout",
+                "the server was unable to return a response in the time allotted, but may still be processing the request",
+            ),
+        ] {
+            let e = write_error(api(code, reason, message, json!({})));
+            assert!(matches!(e, WriteError::Unavailable(_)), "{code}: {e:?}");
+        }
+        // A policy's or quota's 403 is no RBAC lag.
+        let e = write_error(api(
+            403,
+            "Forbidden",
+            "modeldeployments.worker.gpustack.ai \"llm\" is forbidden: ValidatingAdmissionPolicy 'counts' with binding 'counts' denied request: too many",
+            json!({}),
+        ));
+        assert!(matches!(e, WriteError::Refused(_)), "{e:?}");
+    }
+
+    #[test]
+    fn a_missing_object_is_not_found() {
+        let e = write_error(api(
+            404,
+            "NotFound",
+            "modeldeployments.worker.gpustack.ai \"llm\" not found",
+            json!({"name": "llm"}),
+        ));
+        assert!(matches!(e, WriteError::NotFound(_)), "{e:?}");
     }
 }

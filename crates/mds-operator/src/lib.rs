@@ -6,6 +6,7 @@
 
 pub mod cache;
 pub mod facts;
+pub mod failures;
 pub mod http_source;
 pub mod kube_cluster;
 pub mod leader;

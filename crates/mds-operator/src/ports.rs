@@ -39,21 +39,28 @@ pub struct Snapshot {
     pub workloads: Option<Vec<Arc<Workload>>>,
 }
 
-/// Why a write did not land.
+/// Why a write did not land. The worker treats each class differently: a conflict is
+/// re-planned next pass and not reported; a refusal is reported at once and retried with
+/// backoff (a refused commit's counts are held until the scaler spec or the target changes);
+/// an unavailable API server is retried with backoff and reported once it has failed for a
+/// sampling interval.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
-    /// Someone else moved the object (a failed JSON Patch `test`, HTTP 409 or 422): drop the
-    /// plan and re-plan from the new state next pass (D3). Never retried blindly.
+    /// Someone else moved the object (a JSON Patch that does not apply, such as a failed
+    /// `test`, or a stale resource version, HTTP 409): drop the plan and re-plan from the new
+    /// state next pass (D3). Never retried blindly.
     #[error("conflict: {0}")]
     Conflict(String),
-    /// The API server or an admission webhook refused the write for good (403, other 4xx):
-    /// re-planned next pass like a conflict, and reported.
+    /// The API server refused the write as it stands: an admission webhook's denial (our
+    /// fence's 403 included), a schema or CEL rule (422 naming the field), another 4xx.
     #[error("refused: {0}")]
     Refused(String),
     /// The object is gone.
     #[error("not found: {0}")]
     NotFound(String),
-    /// The API server could not be reached or failed (5xx, timeouts): re-planned next pass.
+    /// The write may land if tried again: no answer (connection, timeout), 5xx (a webhook that
+    /// could not be called included), 429, 401, an authorizer's 403 (RBAC still propagating),
+    /// or this controller no longer leads.
     #[error("unavailable: {0}")]
     Unavailable(String),
 }
@@ -66,6 +73,16 @@ impl WriteError {
             WriteError::Refused(_) => "refused",
             WriteError::NotFound(_) => "not_found",
             WriteError::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// What the API server (or the port) said.
+    pub fn message(&self) -> &str {
+        match self {
+            WriteError::Conflict(m)
+            | WriteError::Refused(m)
+            | WriteError::NotFound(m)
+            | WriteError::Unavailable(m) => m,
         }
     }
 }

@@ -26,7 +26,7 @@ use tracing::Instrument;
 use crate::cache::{Cache, trim_managed_fields, trim_pod};
 use crate::http_source::{HttpSource, ScrapeConfig};
 use crate::kube_cluster::{Caches, KubeCluster};
-use crate::ports::ScalerKey;
+use crate::ports::{ScalerKey, WriteError};
 use crate::schedule::{Fingerprint, Next, Schedule, offset};
 use crate::telemetry::Telemetry;
 use crate::worker::Worker;
@@ -428,10 +428,16 @@ fn log_pass(span: &tracing::Span, key: &ScalerKey, report: &crate::worker::PassR
             Ok(()) => {
                 tracing::info!(scaler = %key, target, decision_id = decision, kind = kind.as_str(), "target written")
             }
-            Err(e) => {
+            Err(e @ WriteError::Conflict(_)) | Err(e @ WriteError::NotFound(_)) => {
                 tracing::warn!(scaler = %key, target, decision_id = decision, kind = kind.as_str(), error = %e, "target write did not land; re-planned next pass")
             }
+            Err(e) => {
+                tracing::warn!(scaler = %key, target, decision_id = decision, kind = kind.as_str(), error = %e, "target write did not land; reported and retried with backoff")
+            }
         }
+    }
+    if let Some(kind) = report.held {
+        tracing::debug!(scaler = %key, target, kind = kind.as_str(), "target write held: its backoff after failing has not run out");
     }
     if let Some(Err(e)) = &report.status {
         tracing::warn!(scaler = %key, target, error = %e, "status write did not land");

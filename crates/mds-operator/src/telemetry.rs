@@ -60,6 +60,10 @@ pub struct Telemetry {
     pub rollbacks: Counter,
     pub restores: Counter,
     pub write_failures: Family<FailureLabels, Counter>,
+    /// Target writes not tried in a pass because their backoff after failing had not run out.
+    pub writes_held: Family<KindLabels, Counter>,
+    /// Writes of the scaler itself (status, finalizer) that did not land.
+    pub scaler_write_failures: Family<FailureLabels, Counter>,
     pub status_writes: Counter,
     pub scrape_errors: Family<ReasonLabels, Counter>,
     pub scrape_seconds: Histogram,
@@ -89,6 +93,8 @@ impl Telemetry {
             rollbacks: Counter::default(),
             restores: Counter::default(),
             write_failures: Family::default(),
+            writes_held: Family::default(),
+            scaler_write_failures: Family::default(),
             status_writes: Counter::default(),
             scrape_errors: Family::default(),
             scrape_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
@@ -124,8 +130,18 @@ impl Telemetry {
         );
         registry.register(
             "write_failures",
-            "Target writes that did not land, by kind and reason (re-planned next pass)",
+            "Target writes that did not land, by kind and reason (conflict: re-planned next pass; refused, unavailable: reported and retried with backoff)",
             t.write_failures.clone(),
+        );
+        registry.register(
+            "writes_held",
+            "Target writes not tried in a pass: the backoff after their failure had not run out",
+            t.writes_held.clone(),
+        );
+        registry.register(
+            "scaler_write_failures",
+            "Writes of the scaler (status, finalizer) that did not land, by kind and reason",
+            t.scaler_write_failures.clone(),
         );
         registry.register("status_writes", "Status writes", t.status_writes.clone());
         registry.register(
@@ -199,6 +215,23 @@ impl Telemetry {
                         })
                         .inc();
                 }
+            }
+        }
+        if let Some(kind) = report.held {
+            self.writes_held
+                .get_or_create(&KindLabels {
+                    kind: kind.as_str().into(),
+                })
+                .inc();
+        }
+        for (kind, result) in [("status", &report.status), ("finalizer", &report.finalizer)] {
+            if let Some(Err(e)) = result {
+                self.scaler_write_failures
+                    .get_or_create(&FailureLabels {
+                        kind: kind.into(),
+                        reason: e.kind().into(),
+                    })
+                    .inc();
             }
         }
         if matches!(report.status, Some(Ok(()))) {
@@ -303,4 +336,41 @@ pub async fn serve(
     axum::serve(listener, router(telemetry, endpoints))
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::WriteError;
+    use mds_core::WriteKind;
+
+    #[test]
+    fn failed_and_held_writes_are_counted_by_kind_and_reason() {
+        let t = Telemetry::new();
+        let key = ScalerKey {
+            namespace: "ns".into(),
+            name: "llm".into(),
+        };
+        let report = PassReport {
+            write: Some((WriteKind::Bind, Err(WriteError::Refused("denied".into())))),
+            status: Some(Err(WriteError::Conflict("stale".into()))),
+            finalizer: Some(Err(WriteError::Unavailable("503".into()))),
+            ..PassReport::default()
+        };
+        t.observe(&key, &report, 0.1);
+        let held = PassReport {
+            held: Some(WriteKind::Commit),
+            ..PassReport::default()
+        };
+        t.observe(&key, &held, 0.1);
+        let text = t.encode();
+        for line in [
+            "mds_write_failures_total{kind=\"bind\",reason=\"refused\"} 1",
+            "mds_writes_held_total{kind=\"commit\"} 1",
+            "mds_scaler_write_failures_total{kind=\"status\",reason=\"conflict\"} 1",
+            "mds_scaler_write_failures_total{kind=\"finalizer\",reason=\"unavailable\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
 }

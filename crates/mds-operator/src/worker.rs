@@ -1,8 +1,10 @@
 //! The per-scaler worker: one pass is snapshot → scrape → signals → core → effects. It holds
 //! no decision logic; it gathers the core's inputs, runs `mds_core::reconcile`, and executes
-//! what comes out: the target write first (a failed write is re-planned next pass, never
-//! retried and never half-applied), then the status only when the core asks for it (D23), then
-//! the events. The finalizer makes a deleted scaler release its binding before it goes.
+//! what comes out: the target write first (never half-applied; one that does not land leaves
+//! no status and no memory of its plan), then the status only when the core asks for it
+//! (D23), then the events. A write that did not land for a reason other than a conflict is
+//! reported on its condition and retried with backoff (`failures.rs`). The finalizer makes a
+//! deleted scaler release its binding before it goes.
 
 use std::collections::BTreeMap;
 
@@ -11,11 +13,12 @@ use mds_api::ModelDeploymentScaler;
 use mds_api::defaults::default_spec;
 use mds_api::status::ModelDeploymentScalerStatus;
 use mds_api::target::ModelDeployment;
-use mds_core::{Input, Memory, RefusedWrite, Scaler, Target, WriteKind, reconcile};
+use mds_core::{Input, Memory, Scaler, Target, Write, WriteKind, reconcile, report_failed_write};
 use mds_planner::Plan;
 use mds_signals::{RoleObservation, SampleStore};
 
 use crate::facts::instance_facts;
+use crate::failures::{Failure, TargetMark};
 use crate::ports::{Cluster, MetricsSource, ScalerKey, WriteError};
 use crate::sampler::{ScrapeResult, sample};
 
@@ -32,8 +35,12 @@ pub struct PassReport {
     pub decision_id: Option<String>,
     /// The target write and how it went.
     pub write: Option<(WriteKind, Result<(), WriteError>)>,
-    /// The status write, when the core asked for one.
+    /// A target write not tried this pass: its backoff after failing has not run out.
+    pub held: Option<WriteKind>,
+    /// The status write, when the core asked for one or a failing write was reported.
     pub status: Option<Result<(), WriteError>>,
+    /// The finalizer's removal from a deleted scaler, when tried.
+    pub finalizer: Option<Result<(), WriteError>>,
     /// This pass's scrapes (none when the last sampling was reused).
     pub scrapes: Vec<ScrapeResult>,
     /// A problem that stopped the pass before the core, or the target's engine problem.
@@ -62,14 +69,6 @@ fn newest<K: kube::Resource + Clone>(
     }
 }
 
-/// A refused commit, held while neither the scaler spec nor the target changes.
-#[derive(Debug)]
-struct Refusal {
-    write: RefusedWrite,
-    scaler_generation: Option<i64>,
-    target_generation: Option<i64>,
-}
-
 /// The last sampling, reused by passes that come before the interval is over (the spec: the
 /// sampler does not scrape a target again before the interval has passed).
 #[derive(Debug)]
@@ -91,7 +90,9 @@ pub struct Worker {
     sampling: Option<LastSampling>,
     scaler_written: Option<Written<ModelDeploymentScaler>>,
     target_written: Option<Written<ModelDeployment>>,
-    refusal: Option<Refusal>,
+    /// The last target write that failed other than by a conflict, until one lands or the
+    /// scaler spec or the target changes.
+    failure: Option<Failure>,
 }
 
 fn has_finalizer(scaler: &ModelDeploymentScaler) -> bool {
@@ -112,7 +113,7 @@ impl Worker {
             sampling: None,
             scaler_written: None,
             target_written: None,
-            refusal: None,
+            failure: None,
         }
     }
 
@@ -204,15 +205,24 @@ impl Worker {
                 report.problem = last.problem.clone();
             }
         }
-        let refused = self.refusal.as_ref().filter(|r| {
-            r.scaler_generation == scaler.metadata.generation
-                && r.target_generation == md.and_then(|m| m.metadata.generation)
-        });
+        if self
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.released_by(scaler.metadata.generation, &TargetMark::of(md)))
+        {
+            self.failure = None;
+        }
+        let refused = self.failure.as_ref().and_then(Failure::refused_commit);
         let facts = md.map(|md| instance_facts(md, &snapshot.pods, snapshot.workloads.as_deref()));
         let uid = scaler.metadata.uid.clone().unwrap_or_default();
+        let name = scaler
+            .metadata
+            .name
+            .clone()
+            .unwrap_or(self.key.name.clone());
         let input = Input {
             scaler: Scaler {
-                name: scaler.metadata.name.as_deref().unwrap_or(&self.key.name),
+                name: &name,
                 uid: &uid,
                 generation: scaler.metadata.generation.unwrap_or(0),
                 spec: &spec,
@@ -229,65 +239,141 @@ impl Worker {
             observed_at,
             sampling_problem: sampling_problem.as_deref(),
             now,
-            refused: refused.map(|r| &r.write),
+            refused: refused.as_ref(),
         };
         // A write that does not land leaves no trace in memory: the pass is planned again.
         let before = self.memory.clone();
         let outcome = reconcile(&input, &mut self.memory);
         report.plan = outcome.plan.clone();
-        let mut write_ok = true;
-        if let (Some(write), Some(md)) = (&outcome.write, md) {
-            report.decision_id = write.decision_id.clone();
-            let name = report.target.clone().unwrap_or_default();
-            let result = cluster
-                .patch_target(&self.key.namespace, &name, &write.ops)
-                .await;
-            write_ok = result.is_ok();
-            let result = match result {
-                Ok(written) => {
-                    self.target_written = Some(Written {
-                        replaced: md.metadata.resource_version.clone(),
-                        object: written,
-                    });
-                    self.refusal = None;
-                    Ok(())
-                }
-                Err(e) => {
-                    self.memory = before;
-                    if let (WriteError::Refused(message), Some(vector)) = (&e, &write.vector) {
-                        self.refusal = Some(Refusal {
-                            write: RefusedWrite {
-                                vector: vector.clone(),
-                                message: message.clone(),
-                            },
-                            scaler_generation: scaler.metadata.generation,
-                            target_generation: md.metadata.generation,
-                        });
-                    }
-                    Err(e)
-                }
-            };
-            report.write = Some((write.kind, result));
-        }
-        if write_ok && outcome.write_status {
-            let result = cluster.write_status(&scaler, &outcome.status).await;
-            if let Ok(written) = &result {
-                self.remember_scaler(&scaler, cache_behind, written);
+        let interval = SignedDuration::from_secs(interval);
+        let landed = match (&outcome.write, md) {
+            (Some(write), Some(md)) => {
+                let generation = scaler.metadata.generation;
+                self.write_target(cluster, md, write, generation, now, interval, &mut report)
+                    .await
             }
-            report.status = Some(result.map(|_| ()));
-        }
-        if write_ok {
+            _ => true,
+        };
+        // The finalizer's removal is guarded by the newest version we wrote.
+        let mut latest = scaler.clone();
+        if landed {
+            if outcome.write_status {
+                let result = cluster.write_status(&scaler, &outcome.status).await;
+                if let Ok(written) = &result {
+                    self.remember_scaler(&scaler, cache_behind.clone(), written);
+                    latest = written.clone();
+                }
+                report.status = Some(result.map(|_| ()));
+            }
             for event in &outcome.events {
                 cluster.emit(&scaler, event).await;
             }
-        }
-        if deleting && write_ok && has_finalizer(&scaler) {
-            // Released (or nothing to release): the scaler may go.
-            if let Err(e) = cluster.set_finalizer(&scaler, false).await {
-                report.problem = Some(format!("removing the finalizer failed: {e}"));
+        } else {
+            self.memory = before;
+            if let Some(written) = self
+                .report_failure(cluster, &input.scaler, &scaler, cache_behind, now, interval)
+                .await
+            {
+                report.status = Some(match written {
+                    Ok(w) => {
+                        latest = w;
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                });
             }
         }
+        if deleting && landed && has_finalizer(&latest) {
+            // Released (or nothing to release): the scaler may go.
+            let result = cluster.set_finalizer(&latest, false).await;
+            if let Err(e) = &result {
+                report.problem = Some(format!("removing the finalizer failed: {e}"));
+            }
+            report.finalizer = Some(result.map(|_| ()));
+        }
         report
+    }
+
+    /// Makes the pass's target write unless its backoff holds it; `true` when it landed. A
+    /// failure other than a conflict is kept (`failures.rs`), so it is reported and retried.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_target<C: Cluster>(
+        &mut self,
+        cluster: &C,
+        md: &ModelDeployment,
+        write: &Write,
+        scaler_generation: Option<i64>,
+        now: Timestamp,
+        interval: SignedDuration,
+        report: &mut PassReport,
+    ) -> bool {
+        if self
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.holds(write.kind, now, interval))
+        {
+            report.held = Some(write.kind);
+            return false;
+        }
+        report.decision_id = write.decision_id.clone();
+        let name = md.metadata.name.clone().unwrap_or_default();
+        let result = cluster
+            .patch_target(&self.key.namespace, &name, &write.ops)
+            .await;
+        let landed = result.is_ok();
+        let result = match result {
+            Ok(written) => {
+                self.target_written = Some(Written {
+                    replaced: md.metadata.resource_version.clone(),
+                    object: written,
+                });
+                self.failure = None;
+                Ok(())
+            }
+            Err(e) => {
+                self.failure = Failure::after(
+                    self.failure.as_ref(),
+                    write.kind,
+                    &e,
+                    write.vector.as_ref(),
+                    now,
+                    interval,
+                    scaler_generation,
+                    TargetMark::of(Some(md)),
+                );
+                Err(e)
+            }
+        };
+        report.write = Some((write.kind, result));
+        landed
+    }
+
+    /// Shows the failing write on the condition that owns it, with a Warning event, once it
+    /// is to be reported and the stored status does not say so yet; returns the status write
+    /// and the scaler it wrote.
+    async fn report_failure<C: Cluster>(
+        &mut self,
+        cluster: &C,
+        core: &Scaler<'_>,
+        scaler: &ModelDeploymentScaler,
+        cache_behind: Option<Option<String>>,
+        now: Timestamp,
+        interval: SignedDuration,
+    ) -> Option<Result<ModelDeploymentScaler, WriteError>> {
+        let failure = self
+            .failure
+            .as_ref()
+            .filter(|f| f.reportable(now, interval))?;
+        let (status, event) = report_failed_write(core, &failure.write, now);
+        if status.conditions == core.status.conditions {
+            return None;
+        }
+        let result = cluster.write_status(scaler, &status).await;
+        if let Ok(written) = &result {
+            self.remember_scaler(scaler, cache_behind, written);
+            cluster.emit(scaler, &event).await;
+        }
+        Some(result)
     }
 
     /// Records our write of the scaler; returns the version the cache still shows. When the

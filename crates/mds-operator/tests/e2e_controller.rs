@@ -342,3 +342,75 @@ async fn a_graceful_shutdown_hands_the_lease_over() {
         .filter(|h| !h.is_empty());
     assert_eq!(held, None);
 }
+
+/// What kube-apiserver answers our writes with, and how the production port classifies it:
+/// a JSON Patch whose `test` fails and a stale resource version are conflicts (re-planned),
+/// a schema or CEL refusal is refused (reported, never read as a conflict), an authorizer's
+/// 403 is transient (RBAC may still be on its way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_servers_refusals_are_told_apart_from_conflicts() {
+    use mds_core::PatchOp;
+    use mds_operator::kube_cluster::{Caches, KubeCluster};
+    use mds_operator::{Cluster, WriteError};
+    use std::sync::atomic::AtomicBool;
+    let Some(plane) = mds_testkit::e2e() else {
+        return;
+    };
+    let ns = plane.namespace("write-classes").await.unwrap();
+    let client = plane.client();
+    create_target(&client, &ns, "llm").await;
+    let cluster = |client: kube::Client| {
+        KubeCluster::new(
+            client,
+            Arc::new(Caches::new(false)),
+            TargetApiVersion::V1,
+            "e2e".into(),
+            Arc::new(AtomicBool::new(true)),
+        )
+    };
+    let admin = cluster(client.clone());
+    let replace = |path: &str, value: serde_json::Value| PatchOp::Replace {
+        path: path.into(),
+        value,
+    };
+    let failed_test = [
+        PatchOp::Test {
+            path: "/spec/roles/0/replicas".into(),
+            value: json!(7),
+        },
+        replace("/spec/roles/0/replicas", json!(3)),
+    ];
+    let e = admin
+        .patch_target(&ns, "llm", &failed_test)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, WriteError::Conflict(_)), "{e:?}");
+    let schema = [replace("/spec/roles/0/replicas", json!(2000))];
+    let e = admin.patch_target(&ns, "llm", &schema).await.unwrap_err();
+    assert!(matches!(e, WriteError::Refused(_)), "{e:?}");
+    let cel = [replace("/spec/engine/name", json!("SGLang"))];
+    let e = admin.patch_target(&ns, "llm", &cel).await.unwrap_err();
+    assert!(
+        matches!(&e, WriteError::Refused(m) if m.contains("engine.name is immutable")),
+        "{e:?}"
+    );
+    let nobody = cluster(plane.service_account_client(&ns, "nobody"));
+    let ops = [replace("/spec/roles/0/replicas", json!(3))];
+    let e = nobody.patch_target(&ns, "llm", &ops).await.unwrap_err();
+    assert!(
+        matches!(&e, WriteError::Unavailable(m) if m.contains("cannot patch")),
+        "{e:?}"
+    );
+    // A status written over a stale resource version.
+    let scalers: Api<ModelDeploymentScaler> = Api::namespaced(client.clone(), &ns);
+    let created = scalers
+        .create(&PostParams::default(), &scaler("llm", "llm"))
+        .await
+        .unwrap();
+    admin.set_finalizer(&created, true).await.unwrap();
+    let e = admin
+        .write_status(&created, &Default::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, WriteError::Conflict(_)), "{e:?}");
+}

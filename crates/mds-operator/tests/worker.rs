@@ -7,11 +7,13 @@ use std::sync::{Arc, Mutex};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
+use kube::core::Status;
 use mds_api::ModelDeploymentScaler;
 use mds_api::annotations::BINDING_ANNOTATION;
 use mds_api::status::ModelDeploymentScalerStatus;
 use mds_api::target::ModelDeployment;
 use mds_core::{Event, PatchOp, WriteKind};
+use mds_operator::kube_cluster::write_error;
 use mds_operator::{
     Cluster, FINALIZER, MetricsSource, ScalerKey, ScrapeError, Snapshot, Worker, WriteError,
 };
@@ -28,6 +30,13 @@ struct World {
     fail_next_patch: Option<WriteError>,
     /// Every target write fails with this.
     refuse_patches: Option<WriteError>,
+    /// Every target write gets this answer from the API server, classified as the production
+    /// port classifies it.
+    patch_answer: Option<Status>,
+    /// A user sets the first role's count to this just before our next target write.
+    edit_before_patch: Option<i64>,
+    /// Target writes tried, landed or not.
+    patch_attempts: usize,
     /// The watch cache still shows this scaler (it has not seen our last writes).
     stale_scaler: Option<Value>,
     fetches: usize,
@@ -75,13 +84,26 @@ impl Cluster for Fake {
         ops: &[PatchOp],
     ) -> Result<ModelDeployment, WriteError> {
         let mut w = self.0.lock().unwrap();
+        w.patch_attempts += 1;
         if let Some(e) = w.fail_next_patch.take().or(w.refuse_patches.clone()) {
             return Err(e);
+        }
+        if let Some(answer) = w.patch_answer.clone() {
+            return Err(write_error(kube::Error::Api(Box::new(answer))));
+        }
+        if let Some(n) = w.edit_before_patch.take() {
+            w.target["spec"]["roles"][0]["replicas"] = json!(n);
+            let g = w.target["metadata"]["generation"].as_i64().unwrap_or(1);
+            w.target["metadata"]["generation"] = json!(g + 1);
+            bump(&mut w.target);
         }
         let patch: json_patch::Patch =
             serde_json::from_value(serde_json::to_value(ops).unwrap()).unwrap();
         let mut doc = w.target.clone();
-        json_patch::patch(&mut doc, &patch).map_err(|e| WriteError::Conflict(e.to_string()))?;
+        // The API server answers a patch that does not apply (a failed `test`) like this.
+        if json_patch::patch(&mut doc, &patch).is_err() {
+            return Err(write_error(kube::Error::Api(Box::new(patch_not_applied()))));
+        }
         if doc["spec"] != w.target["spec"] {
             let g = doc["metadata"]["generation"].as_i64().unwrap_or(1);
             doc["metadata"]["generation"] = json!(g + 1);
@@ -208,6 +230,105 @@ fn replicas(f: &Fake) -> i64 {
     f.0.lock().unwrap().target["spec"]["roles"][0]["replicas"]
         .as_i64()
         .unwrap()
+}
+
+/// API server answers, as kube-apiserver 1.36 words them (apimachinery's `errors.go`, the
+/// patch handler, the admission webhook plugin and the authorizer).
+fn answer(code: u16, reason: &str, message: &str, details: Value) -> Status {
+    serde_json::from_value(json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "details": details, "code": code
+    }))
+    .unwrap()
+}
+
+/// A JSON Patch that does not apply (a failed `test`): the generic 422, no details.
+fn patch_not_applied() -> Status {
+    answer(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+        json!({}),
+    )
+}
+
+/// Our fence's denial.
+fn fence_denial() -> Status {
+    answer(
+        403,
+        "Forbidden",
+        "admission webhook \"fence.modeldeployments.worker.gpustack.ai\" denied the request: binding fence (bind): a new binding must take a term above every term seen on the target",
+        json!({}),
+    )
+}
+
+/// A CEL rule of the target's CRD refuses the counts.
+fn validation_refusal() -> Status {
+    answer(
+        422,
+        "Invalid",
+        "ModelDeployment.worker.gpustack.ai \"llm\" is invalid: spec.roles[0].replicas: Invalid value: 6: the generated names would collide",
+        json!({"name": "llm", "group": "worker.gpustack.ai", "kind": "ModelDeployment",
+            "causes": [{"reason": "FieldValueInvalid", "message": "Invalid value: 6: the generated names would collide", "field": "spec.roles[0].replicas"}]}),
+    )
+}
+
+fn unavailable() -> Status {
+    answer(
+        503,
+        "ServiceUnavailable",
+        "the server is currently unable to handle the request",
+        json!({}),
+    )
+}
+
+/// RBAC that has not reached this API server yet.
+fn rbac_forbidden() -> Status {
+    answer(
+        403,
+        "Forbidden",
+        "modeldeployments.worker.gpustack.ai \"llm\" is forbidden: User \"system:serviceaccount:mds-system:mds\" cannot patch resource \"modeldeployments\" in API group \"worker.gpustack.ai\" in the namespace \"ns\"",
+        json!({"name": "llm", "group": "worker.gpustack.ai", "kind": "modeldeployments"}),
+    )
+}
+
+fn condition(f: &Fake, kind: &str) -> Value {
+    let w = f.0.lock().unwrap();
+    w.scaler["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == kind).cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn message(condition: &Value) -> String {
+    condition["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn warnings(f: &Fake) -> Vec<Event> {
+    f.0.lock()
+        .unwrap()
+        .events
+        .iter()
+        .filter(|e| e.warning)
+        .cloned()
+        .collect()
+}
+
+/// Deletes the scaler as the API server does when a finalizer holds it: the deletion
+/// timestamp is set and the generation moves (with the resource version).
+fn delete(f: &Fake) {
+    let mut w = f.0.lock().unwrap();
+    w.scaler["metadata"]["deletionTimestamp"] = json!("2027-01-15T08:00:00Z");
+    let g = w.scaler["metadata"]["generation"].as_i64().unwrap_or(1);
+    w.scaler["metadata"]["generation"] = json!(g + 1);
+    bump(&mut w.scaler);
+}
+
+fn attempts(f: &Fake) -> usize {
+    f.0.lock().unwrap().patch_attempts
 }
 
 #[tokio::test]
@@ -446,4 +567,269 @@ async fn a_pass_within_the_interval_does_not_scrape_again() {
     );
     worker.pass(&f, &f, at(15)).await;
     assert_eq!(f.0.lock().unwrap().fetches, 4);
+}
+
+#[tokio::test]
+async fn a_bind_the_fence_refuses_is_reported_on_bound_and_active_and_backs_off() {
+    let f = world();
+    f.0.lock().unwrap().patch_answer = Some(fence_denial());
+    let mut worker = Worker::new(key());
+    let r = worker.pass(&f, &f, at(0)).await;
+    assert!(
+        matches!(
+            r.write,
+            Some((WriteKind::Bind, Err(WriteError::Refused(_))))
+        ),
+        "{:?}",
+        r.write
+    );
+    for kind in ["Bound", "Active"] {
+        let c = condition(&f, kind);
+        assert_eq!(c["status"], "False", "{kind}: {c}");
+        assert!(message(&c).contains("denied the request"), "{kind}: {c}");
+    }
+    let refused: Vec<Event> = warnings(&f);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].reason, "WriteRefused");
+    assert_eq!(refused[0].action, "Bind");
+    assert!(refused[0].message.contains("denied the request"));
+    // Twenty more passes over five minutes: retried with a growing delay, not every pass,
+    // and never given up.
+    for i in 1..=20 {
+        worker.pass(&f, &f, at(15 * i)).await;
+    }
+    let tried = attempts(&f);
+    assert!(
+        (4..=6).contains(&tried),
+        "{tried} bind attempts in 21 passes"
+    );
+    // A spec edit releases the backoff at once.
+    {
+        let mut w = f.0.lock().unwrap();
+        w.patch_answer = None;
+        w.scaler["metadata"]["generation"] = json!(2);
+    }
+    let r = worker.pass(&f, &f, at(305)).await;
+    assert!(
+        matches!(r.write, Some((WriteKind::Bind, Ok(())))),
+        "{:?}",
+        r.write
+    );
+    assert_eq!(condition(&f, "Bound")["status"], "True");
+}
+
+#[tokio::test]
+async fn a_commit_a_validation_rule_refuses_is_blocked_and_not_read_as_a_conflict() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await; // bind
+    f.0.lock().unwrap().patch_answer = Some(validation_refusal());
+    let r = worker.pass(&f, &f, at(15)).await;
+    assert!(
+        matches!(
+            r.write,
+            Some((WriteKind::Commit, Err(WriteError::Refused(_))))
+        ),
+        "{:?}",
+        r.write
+    );
+    let blocked = condition(&f, "Blocked");
+    assert_eq!(blocked["status"], "True", "{blocked}");
+    assert!(
+        message(&blocked).contains("the generated names would collide"),
+        "{blocked}"
+    );
+    let refused = warnings(&f);
+    assert!(
+        refused
+            .iter()
+            .any(|e| e.reason == "WriteRefused" && e.action == "Commit"),
+        "{refused:?}"
+    );
+    // Not a conflict: the next pass does not send the same counts again.
+    let r = worker.pass(&f, &f, at(30)).await;
+    assert!(r.write.is_none(), "{:?}", r.write);
+    assert_eq!(attempts(&f), 2, "the bind and one commit");
+    assert!(message(&condition(&f, "Blocked")).contains("names would collide"));
+}
+
+#[tokio::test]
+async fn a_failed_test_op_is_a_conflict_and_the_next_pass_replans() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await; // bind
+    let writes = f.0.lock().unwrap().status_writes;
+    // A user sets 3 just before our commit of 2 -> 6 lands.
+    f.0.lock().unwrap().edit_before_patch = Some(3);
+    let r = worker.pass(&f, &f, at(15)).await;
+    assert!(
+        matches!(
+            r.write,
+            Some((WriteKind::Commit, Err(WriteError::Conflict(_))))
+        ),
+        "{:?}",
+        r.write
+    );
+    assert_eq!(
+        f.0.lock().unwrap().status_writes,
+        writes,
+        "nothing to report"
+    );
+    assert!(warnings(&f).is_empty());
+    assert_eq!(replicas(&f), 3, "the user's count stands");
+    let r = worker.pass(&f, &f, at(30)).await;
+    assert!(
+        matches!(r.write, Some((WriteKind::Commit, Ok(())))),
+        "{:?}",
+        r.write
+    );
+    assert_eq!(
+        r.plan.unwrap().roles[0].current,
+        3,
+        "planned from the user's count"
+    );
+}
+
+#[tokio::test]
+async fn an_unavailable_api_server_is_retried_with_backoff_reported_after_an_interval_and_released()
+{
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await; // bind
+    let writes = f.0.lock().unwrap().status_writes;
+    f.0.lock().unwrap().patch_answer = Some(unavailable());
+    let r = worker.pass(&f, &f, at(15)).await;
+    assert!(
+        matches!(
+            r.write,
+            Some((WriteKind::Commit, Err(WriteError::Unavailable(_))))
+        ),
+        "{:?}",
+        r.write
+    );
+    assert_eq!(
+        f.0.lock().unwrap().status_writes,
+        writes,
+        "not reported within the first interval"
+    );
+    assert!(warnings(&f).is_empty());
+    // One interval later it still fails: now it is reported.
+    let r = worker.pass(&f, &f, at(30)).await;
+    assert!(matches!(
+        r.write,
+        Some((WriteKind::Commit, Err(WriteError::Unavailable(_))))
+    ));
+    let blocked = condition(&f, "Blocked");
+    assert_eq!(blocked["status"], "True", "{blocked}");
+    assert!(
+        message(&blocked).contains("currently unable to handle the request"),
+        "{blocked}"
+    );
+    let failing = warnings(&f);
+    assert_eq!(failing.len(), 1, "{failing:?}");
+    assert_eq!(failing[0].reason, "WriteFailing");
+    assert_eq!(failing[0].action, "Commit");
+    // Backed off: the pass after the second failure does not try.
+    let r = worker.pass(&f, &f, at(45)).await;
+    assert!(r.write.is_none(), "{:?}", r.write);
+    assert_eq!(attempts(&f), 3);
+    // The API server is back: the next attempt lands and the report goes.
+    f.0.lock().unwrap().patch_answer = None;
+    let r = worker.pass(&f, &f, at(60)).await;
+    assert!(
+        matches!(r.write, Some((WriteKind::Commit, Ok(())))),
+        "{:?}",
+        r.write
+    );
+    assert_eq!(replicas(&f), 6);
+    let blocked = condition(&f, "Blocked");
+    assert!(!message(&blocked).contains("unable"), "{blocked}");
+}
+
+#[tokio::test]
+async fn a_forbidden_write_that_rbac_may_still_allow_is_retried_not_held() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await; // bind
+    f.0.lock().unwrap().patch_answer = Some(rbac_forbidden());
+    let r = worker.pass(&f, &f, at(15)).await;
+    assert!(
+        matches!(
+            r.write,
+            Some((WriteKind::Commit, Err(WriteError::Unavailable(_))))
+        ),
+        "{:?}",
+        r.write
+    );
+    // The role binding arrives: the same counts are sent again and land.
+    f.0.lock().unwrap().patch_answer = None;
+    let r = worker.pass(&f, &f, at(30)).await;
+    assert!(
+        matches!(r.write, Some((WriteKind::Commit, Ok(())))),
+        "{:?}",
+        r.write
+    );
+    assert_eq!(replicas(&f), 6);
+}
+
+#[tokio::test]
+async fn a_scaler_deleted_while_its_release_is_refused_says_why() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await; // finalizer + bind
+    delete(&f);
+    f.0.lock().unwrap().patch_answer = Some(fence_denial());
+    let r = worker.pass(&f, &f, at(15)).await;
+    assert!(
+        matches!(
+            r.write,
+            Some((WriteKind::Release, Err(WriteError::Refused(_))))
+        ),
+        "{:?}",
+        r.write
+    );
+    assert_eq!(
+        f.0.lock().unwrap().scaler["metadata"]["finalizers"],
+        json!([FINALIZER]),
+        "the finalizer waits for the release"
+    );
+    for kind in ["Bound", "Active"] {
+        let c = condition(&f, kind);
+        assert!(message(&c).contains("being deleted"), "{kind}: {c}");
+        assert!(message(&c).contains("denied the request"), "{kind}: {c}");
+    }
+    assert!(
+        warnings(&f)
+            .iter()
+            .any(|e| e.reason == "WriteRefused" && e.action == "Release")
+    );
+    // The fence lets it through: the binding goes, and the scaler with it.
+    f.0.lock().unwrap().patch_answer = None;
+    let r = worker.pass(&f, &f, at(30)).await;
+    assert!(
+        matches!(r.write, Some((WriteKind::Release, Ok(())))),
+        "{:?}",
+        r.write
+    );
+    assert!(f.0.lock().unwrap().scaler.is_null());
+}
+
+#[tokio::test]
+async fn a_deleted_scaler_goes_in_one_pass_though_deletion_moved_its_generation() {
+    let f = world();
+    let mut worker = Worker::new(key());
+    worker.pass(&f, &f, at(0)).await; // finalizer + bind
+    delete(&f);
+    let r = worker.pass(&f, &f, at(15)).await;
+    assert!(matches!(r.write, Some((WriteKind::Release, Ok(())))));
+    assert!(
+        matches!(r.status, Some(Ok(()))),
+        "the new generation is reported: {:?}",
+        r.status
+    );
+    assert!(r.problem.is_none(), "{:?}", r.problem);
+    assert!(
+        f.0.lock().unwrap().scaler.is_null(),
+        "the finalizer went with the status write's resource version"
+    );
 }
