@@ -88,6 +88,8 @@ fn observation() -> impl Strategy<Value = Value> {
         Just("kvCacheUsage"),
         Just("ttftMilliseconds"),
         Just("itlMilliseconds"),
+        Just("ttftObservations"),
+        Just("itlObservations"),
         Just("readyReplica"),
     ];
     let state = prop_oneof![
