@@ -93,6 +93,17 @@ impl ModelDeployment {
             _ => Err(UnknownEngine(String::new())),
         }
     }
+
+    /// How role `role`'s members serve, as GPUStack's status reports it.
+    pub fn load_balance(&self, role: &str) -> LoadBalance {
+        let reported = self
+            .status
+            .as_ref()
+            .and_then(|s| s.roles.iter().find(|r| r.name == role))
+            .and_then(|r| r.parallelism.as_ref())
+            .and_then(|p| p.load_balance.as_deref());
+        LoadBalance::parse(reported)
+    }
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Default)]
@@ -124,6 +135,10 @@ pub struct TargetRole {
     pub elastic_ep: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<Port>,
+    /// Arguments appended to the engine's command line (where parallelism flags live; the
+    /// scaler reads parallelism from the status, the simulator from here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_args: Vec<String>,
 }
 
 impl TargetRole {
@@ -241,6 +256,41 @@ pub struct TargetRoleStatus {
     pub quota_reserved: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unmanaged: Option<bool>,
+    /// How the instance's members share the serving work (`loadBalance`; the other fields
+    /// GPUStack reports here are not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<RoleParallelism>,
+}
+
+/// `status.roles[].parallelism`, as far as the scaler reads it.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleParallelism {
+    /// `Internal`, `External`, `Hybrid`, `MultiPort` or `Unknown`; kept as written, so a value
+    /// of a newer operator never makes the target unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balance: Option<String>,
+}
+
+/// Which members of an instance serve the API and `/metrics` (TARGET.md §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadBalance {
+    /// Leader-served parallelism (tensor or pipeline across Pods): member 0 alone serves.
+    Internal,
+    /// Data parallelism with one endpoint per member: every member serves its own engine.
+    External,
+    /// `Hybrid`, `MultiPort`, `Unknown`, another value, or not reported.
+    Other,
+}
+
+impl LoadBalance {
+    pub fn parse(text: Option<&str>) -> LoadBalance {
+        match text {
+            Some("Internal") => LoadBalance::Internal,
+            Some("External") => LoadBalance::External,
+            _ => LoadBalance::Other,
+        }
+    }
 }
 
 /// A condition whose optional fields may be absent (GPUStack and Kueue both omit some).

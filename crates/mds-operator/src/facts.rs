@@ -76,13 +76,11 @@ pub struct InstanceFacts {
     pub ready_ordinals: BTreeSet<(String, i32)>,
 }
 
-/// Reads admission (D4), remaining Pods (D5) and readiness (D13) per instance.
-pub fn instance_facts(
-    md: &ModelDeployment,
-    pods: &[Arc<Pod>],
-    workloads: Option<&[Arc<Workload>]>,
-) -> InstanceFacts {
-    let mut members: BTreeMap<(String, i32), Vec<(&Pod, i32)>> = BTreeMap::new();
+/// The Pods of each instance, by (role, ordinal), with their member indexes.
+type Members<'a> = BTreeMap<(String, i32), Vec<(&'a Pod, i32)>>;
+
+fn members(pods: &[Arc<Pod>]) -> Members<'_> {
+    let mut members = Members::new();
     for pod in pods {
         if let Some(p) = place(pod) {
             members
@@ -91,13 +89,45 @@ pub fn instance_facts(
                 .push((pod.as_ref(), p.member));
         }
     }
-    let size = |role: &str| {
-        md.spec
-            .roles
-            .iter()
-            .find(|r| r.name == role)
-            .map_or(1, |r| r.size())
-    };
+    members
+}
+
+/// Pods per instance of `role` (1 for a role the target lacks).
+fn role_size(md: &ModelDeployment, role: &str) -> i32 {
+    md.spec
+        .roles
+        .iter()
+        .find(|r| r.name == role)
+        .map_or(1, |r| r.size())
+}
+
+/// An instance is ready when every one of its `size` members is (GPUStack's `ready` count).
+fn instance_ready(group: &[(&Pod, i32)], size: i32) -> bool {
+    let ready: BTreeSet<i32> = group
+        .iter()
+        .filter(|(pod, _)| pod_ready(pod))
+        .map(|(_, member)| *member)
+        .collect();
+    ready.len() as i32 >= size
+}
+
+/// Ready serving replicas of `role`: instances whose members are all ready, not ready Pods
+/// (a replica of `size: 2` is one replica of capacity).
+pub fn ready_instances(md: &ModelDeployment, pods: &[Arc<Pod>], role: &str) -> u32 {
+    let size = role_size(md, role);
+    members(pods)
+        .iter()
+        .filter(|((r, _), group)| r == role && instance_ready(group, size))
+        .count() as u32
+}
+
+/// Reads admission (D4), remaining Pods (D5) and readiness (D13) per instance.
+pub fn instance_facts(
+    md: &ModelDeployment,
+    pods: &[Arc<Pod>],
+    workloads: Option<&[Arc<Workload>]>,
+) -> InstanceFacts {
+    let members = members(pods);
     let workloads_by_name: Option<BTreeMap<&str, &Workload>> = workloads.map(|ws| {
         ws.iter()
             .filter_map(|w| Some((w.metadata.name.as_deref()?, w.as_ref())))
@@ -106,12 +136,7 @@ pub fn instance_facts(
     let mut facts = InstanceFacts::default();
     for (key, group) in &members {
         facts.ordinals_with_pods.insert(key.clone());
-        let complete: BTreeSet<i32> = group
-            .iter()
-            .filter(|(pod, _)| pod_ready(pod))
-            .map(|(_, member)| *member)
-            .collect();
-        if complete.len() as i32 >= size(&key.0) {
+        if instance_ready(group, role_size(md, &key.0)) {
             facts.ready_ordinals.insert(key.clone());
         }
         let admission = match &workloads_by_name {
@@ -262,6 +287,12 @@ mod tests {
             "decode 0 has one of two members ready"
         );
         assert_eq!(facts.ordinals_with_pods.len(), 3);
+        assert_eq!(ready_instances(&md(), &pods, "prefill"), 1);
+        assert_eq!(
+            ready_instances(&md(), &pods, "decode"),
+            0,
+            "one ready Pod of a two-Pod replica is no ready replica"
+        );
         // Without the Workload API, scheduled Pods are admitted.
         let facts = instance_facts(&md(), &pods, None);
         assert_eq!(

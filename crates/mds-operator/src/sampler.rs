@@ -10,10 +10,10 @@ use k8s_openapi::api::core::v1::Pod;
 use mds_api::target::ModelDeployment;
 use mds_signals::scrape::{self, ScrapeTarget};
 use mds_signals::{PodReading, RoleInputs, RoleObservation, SampleStore, engine};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::facts::{pod_facts, restart_count};
+use crate::facts::{pod_facts, ready_instances, restart_count};
 use crate::ports::{MetricsSource, ScrapeError};
 
 /// How one Pod's scrape went.
@@ -70,7 +70,7 @@ pub async fn sample<M: MetricsSource>(
     let started = tokio::time::Instant::now();
     let mut plans = Vec::new();
     for role in &md.spec.roles {
-        let plan = scrape::plan(&pod_facts(pods, &role.name));
+        let plan = scrape::plan(&pod_facts(pods, &role.name), md.load_balance(&role.name));
         plans.push((role, plan));
     }
     // Every Pod of every role at once; the source bounds concurrency across scalers.
@@ -84,6 +84,14 @@ pub async fn sample<M: MetricsSource>(
         .iter()
         .filter_map(|p| Some((p.metadata.uid.as_deref()?, restart_count(p))))
         .collect();
+    let optional: BTreeSet<&str> = plans
+        .iter()
+        .flat_map(|(_, plan)| plan.targets.iter())
+        .filter(|t| !t.required)
+        .map(|t| t.uid.as_str())
+        .collect();
+    // Opted-in non-leaders that answered: endpoints too, though coverage never waits for them.
+    let mut optional_answered: BTreeMap<&str, u32> = BTreeMap::new();
     let mut readings: BTreeMap<&str, Vec<PodReading>> = BTreeMap::new();
     for (role, uid, fetch, page) in pages {
         let read_at = now
@@ -99,6 +107,9 @@ pub async fn sample<M: MetricsSource>(
                     store.note_valid_reading(role, read_at);
                 }
                 readings.entry(role).or_default().push(reading);
+                if optional.contains(uid.as_str()) {
+                    *optional_answered.entry(role).or_default() += 1;
+                }
                 None
             }
             Err(e) => {
@@ -118,11 +129,15 @@ pub async fn sample<M: MetricsSource>(
         let role_readings = readings.remove(role.name.as_str()).unwrap_or_default();
         let mut observation = mds_signals::observe_role(&RoleInputs {
             kind: &role.kind(),
-            ready_replicas: plan.eligible_ready,
+            // The endpoints totals are estimated for and coverage is judged against (D9).
+            ready_replicas: plan.required_ready
+                + optional_answered.get(role.name.as_str()).copied().unwrap_or(0),
             readings: &role_readings,
             interval_seconds,
             now,
         });
+        // Capacity counts serving replicas: instances whose members are all ready.
+        observation.ready_replicas = ready_instances(md, pods, &role.name);
         // D6: more eligible Pods than the cap, or Pods whose address is unusable, leave the
         // role's coverage incomplete.
         if plan.capped || !plan.unusable.is_empty() {

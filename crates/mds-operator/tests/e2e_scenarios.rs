@@ -40,6 +40,10 @@ struct Scene {
 }
 
 async fn scene(hint: &str, quotas: &[(&str, u32)]) -> Option<Scene> {
+    scene_in(hint, quotas, fast_world()).await
+}
+
+async fn scene_in(hint: &str, quotas: &[(&str, u32)], world: WorldConfig) -> Option<Scene> {
     let plane = mds_testkit::e2e()?;
     let ns = plane.namespace(hint).await.unwrap();
     let client = plane.client();
@@ -47,7 +51,7 @@ async fn scene(hint: &str, quotas: &[(&str, u32)]) -> Option<Scene> {
         client.clone(),
         StandInOptions {
             namespace: Some(ns.clone()),
-            world: fast_world(),
+            world,
             tick: Duration::from_millis(200),
             quotas: quotas.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
             ..StandInOptions::default()
@@ -99,6 +103,10 @@ async fn create_md(scene: &Scene, name: &str, router: bool, roles: &[(&str, &str
         .iter()
         .map(|(r, kind, n)| json!({"name": r, "kind": kind, "replicas": n, "instanceType": "h100"}))
         .collect();
+    create_md_with_roles(scene, name, router, roles).await;
+}
+
+async fn create_md_with_roles(scene: &Scene, name: &str, router: bool, roles: Vec<Value>) {
     let mut spec = json!({"engine": {"name": "vLLM"}, "roles": roles});
     if router {
         spec["router"] = json!({"name": "vllm-router"});
@@ -194,6 +202,75 @@ async fn binds_scales_up_under_load_and_down_through_a_retirement() {
     .await
     .unwrap();
     wait_replicas(&scene, "llm", "server", |n| n <= 3).await;
+    assert!(scene.standin.take_errors().is_empty());
+    stop(running).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_of_two_pods_count_once_and_scale_down_with_every_member_annotated() {
+    // GPUStack annotating every member for scraping, as some revisions may: with leader-served
+    // parallelism (Internal) member 1 never answers, with data parallelism (External) it is an
+    // engine of its own.
+    let world = WorldConfig {
+        annotate_non_leaders: true,
+        ..fast_world()
+    };
+    let Some(scene) = scene_in("members", &[], world).await else {
+        return;
+    };
+    // 840 tokens per second per role: one replica's worth, with a few first tokens to read a
+    // p95 from in every interval.
+    scene.standin.set_load(&scene.ns, "llm", Some("tp"), load(0.7));
+    scene.standin.set_load(&scene.ns, "llm", Some("dp"), load(0.7));
+    let role = |name: &str, extra: &[&str]| {
+        json!({"name": name, "kind": "Server", "replicas": 2, "size": 2,
+            "instanceType": "h100", "extraArgs": extra})
+    };
+    let roles = vec![role("tp", &[]), role("dp", &["--data-parallel-size=2"])];
+    create_md_with_roles(&scene, "llm", true, roles).await;
+    scene
+        .scalers
+        .create(
+            &PostParams::default(),
+            &token_scaler("llm", &[("tp", 1, 4), ("dp", 1, 4)]),
+        )
+        .await
+        .unwrap();
+    let running = start(scene.client.clone(), &scene.ns);
+    // Two ready replicas of two Pods each are two replicas of capacity, fully covered.
+    let observed = eventually("both roles observed with two ready replicas", LONG, || async {
+        let s = scene.scalers.get("llm").await.ok()?;
+        let roles = &s.status.as_ref()?.roles;
+        let two = ["tp", "dp"].iter().all(|name| {
+            roles
+                .iter()
+                .any(|r| r.name == *name && r.ready_replicas == Some(2) && r.prompt_tokens_per_second.is_some())
+        });
+        two.then_some(s)
+    })
+    .await
+    .unwrap();
+    assert!(
+        status_of(&observed).roles.iter().all(|r| r.ready_replicas == Some(2)),
+        "{:?}",
+        status_of(&observed).roles
+    );
+    // Both shrink to one, through retirements.
+    let both_one = eventually("tp and dp at one replica", LONG, || async {
+        let tp = replicas(&scene, "llm", "tp").await?;
+        let dp = replicas(&scene, "llm", "dp").await?;
+        (tp == 1 && dp == 1).then_some(())
+    })
+    .await;
+    if both_one.is_err() {
+        let s = scene.scalers.get("llm").await.unwrap();
+        let md = scene.targets.get("llm").await.unwrap();
+        panic!(
+            "not both at 1: scaler status {}\ntarget {}",
+            serde_json::to_string_pretty(&s.status).unwrap(),
+            serde_json::to_string_pretty(&md).unwrap()
+        );
+    }
     assert!(scene.standin.take_errors().is_empty());
     stop(running).await;
 }

@@ -367,3 +367,45 @@ fn a_page_read_between_steps_serves_only_its_own_deployment_up_to_then() {
     );
     assert_eq!(world.metrics_page_at_slot_as_of(9_999, t(12)), None);
 }
+
+#[test]
+fn members_serve_as_the_roles_load_balancing_says_and_the_status_reports_it() {
+    let load = mds_sim::LoadProfile::constant(mds_sim::Load::new(4.0, 1000.0, 200.0, 0.0).unwrap())
+        .unwrap();
+    let mut world = world(1);
+    let mut md = target(
+        "dp",
+        "vLLM",
+        true,
+        &[("tp", "Server", 1, 2), ("dp", "Server", 1, 2)],
+    );
+    md.spec.roles[1].extra_args = vec!["--data-parallel-size=2".into()];
+    let k = world.apply_deployment(md).unwrap();
+    world.set_load(&k, "tp", load.clone()).unwrap();
+    world.set_load(&k, "dp", load).unwrap();
+    world.advance_to(t(10)).unwrap();
+    let reported = |role: &str| {
+        role_status(&world, &k, role)
+            .parallelism
+            .and_then(|p| p.load_balance)
+    };
+    assert_eq!(reported("tp").as_deref(), Some("Internal"));
+    assert_eq!(reported("dp").as_deref(), Some("External"));
+    let pages = |role: &str| -> Vec<Option<String>> {
+        let mut pods: Vec<_> = world.pods(&k).into_iter().filter(|p| p.role == role).collect();
+        pods.sort_by_key(|p| p.member_index);
+        pods.iter().map(|p| world.metrics_page_at_slot(p.ip_slot)).collect()
+    };
+    // Internal: the leader serves the whole instance; member 1 never answers.
+    let tp = pages("tp");
+    assert!(tp[0].is_some() && tp[1].is_none());
+    // External: both members serve, each half of the instance's work.
+    let dp = pages("dp");
+    let shares: Vec<f64> = dp.iter().map(|p| generated_tokens(p.as_ref().unwrap())).collect();
+    let whole = generated_tokens(tp[0].as_ref().unwrap());
+    assert!(whole > 0.0);
+    assert!(
+        shares[0] + shares[1] == whole && (0.0..=1.0).contains(&(shares[0] - shares[1])),
+        "{shares:?} of {whole}"
+    );
+}

@@ -35,6 +35,16 @@ pub struct HistogramAcc {
 }
 
 impl HistogramAcc {
+    /// One member's part of these observations: each count through `part` (a whole-number
+    /// split) and the sum divided by `members`.
+    pub fn split(&mut self, part: impl Fn(f64) -> f64, members: f64) {
+        for c in &mut self.cumulative {
+            *c = part(*c);
+        }
+        self.count = part(self.count);
+        self.sum /= members;
+    }
+
     pub fn new(bounds: &'static [f64]) -> HistogramAcc {
         HistogramAcc {
             bounds,

@@ -174,6 +174,13 @@ pub struct StepSummary {
     pub itl_mean_seconds: f64,
 }
 
+/// Member `index`'s part of `members` whole parts of `floor(value)`: the parts add up to it
+/// and each grows with it.
+fn split_whole(value: f64, index: u32, members: u32) -> f64 {
+    let total = value.max(0.0).floor();
+    ((total + f64::from(members - 1 - index.min(members - 1))) / f64::from(members)).floor()
+}
+
 /// One engine process.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineState {
@@ -218,6 +225,32 @@ impl EngineState {
     }
 
     /// Running requests as the engine reports them (whole requests).
+    /// Member `index` of `members` data-parallel engines that split this engine's work
+    /// (External load balancing). Every count the page shows as a whole number (counters,
+    /// histogram counts, request gauges) is split as whole numbers, the lower members taking
+    /// the remainder, so the members' pages add up exactly to the instance's; histogram sums are
+    /// split evenly and KV usage, a fraction, stays.
+    pub fn member_share(&self, index: u32, members: u32) -> EngineState {
+        let members = members.max(1);
+        let whole = |value: f64| split_whole(value, index, members);
+        let mut share = self.clone();
+        share.running = whole(self.running.round());
+        share.backlog.requests = whole(self.backlog.requests.round());
+        let c = &mut share.counters;
+        for value in [
+            &mut c.prompt_tokens,
+            &mut c.prefix_hit_tokens,
+            &mut c.generation_tokens,
+            &mut c.requests,
+        ] {
+            *value = whole(*value);
+        }
+        for h in [&mut share.ttft, &mut share.itl, &mut share.request_tpot] {
+            h.split(|count| whole(count), f64::from(members));
+        }
+        share
+    }
+
     pub fn running_gauge(&self) -> f64 {
         self.running.round()
     }

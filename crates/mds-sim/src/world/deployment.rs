@@ -8,7 +8,9 @@ use jiff::Timestamp;
 use mds_api::target::{ModelDeployment, TargetRole};
 
 use super::config::{RoleSettings, WorldConfig};
-use super::instance::{Instance, Member, Phase, Shape, pod_group_name, pod_name};
+use super::instance::{
+    Instance, Member, Phase, Shape, load_balance_of, pod_group_name, pod_name,
+};
 use super::retirement::{self, RetirementState};
 use super::{Ctx, DeploymentKey, later};
 use crate::engine::EngineFlavor;
@@ -221,6 +223,7 @@ impl Deployment {
             gpus: size.saturating_mul(settings.gpus_per_pod),
             flavor: EngineFlavor::of(self.object.spec.engine.as_ref()),
             managed: !role.has_command(),
+            load_balance: load_balance_of(role),
         };
         let md = self.object.metadata.name.clone().unwrap_or_default();
         let members = (0..size)

@@ -2,7 +2,7 @@
 //! the lifecycle Composing → Gated → Starting → Ready → Terminating.
 
 use jiff::Timestamp;
-use mds_api::target::RoleKind;
+use mds_api::target::{LoadBalance, RoleKind, TargetRole};
 
 use crate::engine::{EngineFlavor, EngineState, WorkKind};
 
@@ -78,6 +78,34 @@ pub(crate) struct Shape {
     pub gpus: u32,
     pub flavor: Option<EngineFlavor>,
     pub managed: bool,
+    pub load_balance: LoadBalance,
+}
+
+/// The engine arguments that make each member a data-parallel engine with its own endpoint.
+const DATA_PARALLEL_FLAGS: &[&str] = &["--data-parallel-size", "--dp-size", "--dp"];
+
+/// How a role's members serve, as this world's GPUStack reports it: `External` when its engine
+/// arguments ask for data parallelism (every member runs its own engine and HTTP server),
+/// `Internal` otherwise (the leader serves for the whole instance).
+pub(crate) fn load_balance_of(role: &TargetRole) -> LoadBalance {
+    let data_parallel = role.extra_args.iter().any(|arg| {
+        let flag = arg.split('=').next().unwrap_or_default();
+        DATA_PARALLEL_FLAGS.contains(&flag)
+    });
+    if data_parallel {
+        LoadBalance::External
+    } else {
+        LoadBalance::Internal
+    }
+}
+
+/// The status value of a [`LoadBalance`].
+pub(crate) fn load_balance_name(load_balance: LoadBalance) -> &'static str {
+    match load_balance {
+        LoadBalance::Internal => "Internal",
+        LoadBalance::External => "External",
+        LoadBalance::Other => "Unknown",
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -23,7 +23,7 @@ use std::fmt;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use mds_api::target::{ModelDeployment, Workload};
+use mds_api::target::{LoadBalance, ModelDeployment, Workload};
 use thiserror::Error;
 
 pub use config::{RetirementBudgets, RoleSettings, WorldConfig};
@@ -454,7 +454,13 @@ impl World {
                         let view = views::pod_view(dep, role, i, m, &self.config);
                         let engine = i.engine.as_ref().filter(|_| view.serves_metrics)?;
                         let model = dep.object.metadata.name.as_deref().unwrap_or_default();
-                        return Some(render(engine, &PageContext { model_name: model }));
+                        let context = PageContext { model_name: model };
+                        if i.shape.load_balance == LoadBalance::External {
+                            // Each member serves its share of the instance's work.
+                            let share = engine.member_share(m.index, i.shape.size);
+                            return Some(render(&share, &context));
+                        }
+                        return Some(render(engine, &context));
                     }
                 }
             }

@@ -7,9 +7,12 @@
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use mds_api::target::{LooseCondition, ModelDeploymentStatus, RoleKind, TargetRoleStatus};
+use mds_api::target::{
+    LooseCondition, ModelDeploymentStatus, RoleKind, RoleParallelism, TargetRoleStatus,
+};
 
 use super::deployment::{Deployment, desired_of};
+use super::instance::{load_balance_name, load_balance_of};
 use super::instance::Phase;
 
 struct Counts {
@@ -89,6 +92,9 @@ pub(crate) fn rebuild(dep: &mut Deployment, now: Timestamp) {
             ready: Some(c.ready),
             quota_reserved: Some(c.quota_reserved),
             unmanaged: Some(role.has_command()),
+            parallelism: Some(RoleParallelism {
+                load_balance: Some(load_balance_name(load_balance_of(role)).to_string()),
+            }),
         });
     }
     let phase = if all_ready {

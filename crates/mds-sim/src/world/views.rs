@@ -12,6 +12,7 @@ use mds_api::target::{
 
 use super::deployment::Deployment;
 use super::instance::{Instance, Member, Phase, loopback_ip};
+use mds_api::target::LoadBalance;
 use super::{DeploymentKey, WorldConfig};
 use crate::engine::EngineState;
 
@@ -215,7 +216,11 @@ pub(crate) fn pod_view(
         pod_ip: running.then(|| loopback_ip(m.ip_slot)),
         metrics_port: i.shape.port,
         restart_count: m.restart_count,
-        serves_metrics: ready && m.index == 0 && i.shape.managed && i.engine.is_some(),
+        // With External load balancing every member is an engine of its own.
+        serves_metrics: ready
+            && (m.index == 0 || i.shape.load_balance == LoadBalance::External)
+            && i.shape.managed
+            && i.engine.is_some(),
     }
 }
 

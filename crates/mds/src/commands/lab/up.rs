@@ -32,6 +32,12 @@ pub struct Args {
     /// Seconds from admission until an instance's engine serves.
     #[arg(long, value_name = "SECONDS", default_value_t = 20, value_parser = clap::value_parser!(u16).range(0..=3600))]
     cold_start: u16,
+    /// Put the scrape annotations on every member of a multi-Pod replica, not only on member 0
+    /// (as some GPUStack revisions may). With leader-served parallelism (the default for
+    /// `size` above 1) the other members still never answer; with data parallelism
+    /// (`--data-parallel-size` in the role's `extraArgs`) every member serves its own engine.
+    #[arg(long)]
+    annotate_every_member: bool,
     /// Check the arguments and the trace files, print what would start, and exit.
     #[arg(long)]
     dry_run: bool,
@@ -77,6 +83,7 @@ struct Plan {
     loads: Vec<(String, LoadRule)>,
     quotas: BTreeMap<String, u32>,
     cold_start: u16,
+    annotate_every_member: bool,
 }
 
 impl Plan {
@@ -101,6 +108,7 @@ impl Plan {
             loads,
             quotas,
             cold_start: args.cold_start,
+            annotate_every_member: args.annotate_every_member,
         })
     }
 
@@ -119,6 +127,9 @@ impl Plan {
             out.push_str(&format!("quota: {kind} {gpus} GPUs\n"));
         }
         out.push_str(&format!("cold start: {} s\n", self.cold_start));
+        if self.annotate_every_member {
+            out.push_str("scrape annotations: on every member\n");
+        }
         out
     }
 }
@@ -180,6 +191,7 @@ async fn serve(plan: Plan) -> Result<(), String> {
     );
     let mut world = mds_lab::WorldConfig::default();
     world.default_role.cold_start = SignedDuration::from_secs(i64::from(plan.cold_start));
+    world.annotate_non_leaders = plan.annotate_every_member;
     let options = LabOptions {
         standin: StandInOptions {
             world,
