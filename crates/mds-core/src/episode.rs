@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::SignedDuration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use mds_api::status::ScaleDownOutcome;
+use mds_api::status::{RebalanceStatus, ScaleDownOutcome};
+use mds_api::target::Retirement;
 use mds_planner::Policy;
 
 use crate::protocol;
@@ -61,6 +62,146 @@ pub(crate) fn backoff_roles(pass: &Pass, target: &Target, memory: &mut Memory) -
     }
 }
 
+/// GPUStack's budget for a whole retirement (TARGET.md section 5): the bound of the donor's
+/// wait counts from it while the retirement's own deadline is not in sight.
+const RETIREMENT_BUDGET_SECONDS: i64 = 300;
+
+fn in_transaction(rb: &RebalanceStatus) -> bool {
+    rb.reason.as_deref() == Some(rebalance::DONOR_RELEASE)
+}
+
+/// The donor and the count it released down to (its released ordinal), while a transaction
+/// waits.
+fn donor_of(rb: &RebalanceStatus) -> Option<(&str, i32)> {
+    if !in_transaction(rb) {
+        return None;
+    }
+    rb.donor_role.as_deref().zip(rb.donor_target_replicas)
+}
+
+/// The retirement reported on the target, when it is one of the donor's released ordinals.
+fn donor_retirement<'a>(rb: &RebalanceStatus, target: &'a Target) -> Option<&'a Retirement> {
+    let (donor, kept) = donor_of(rb)?;
+    target
+        .deployment
+        .status
+        .as_ref()?
+        .retirement
+        .as_ref()
+        .filter(|r| r.role_name == donor && r.replica_ordinal >= kept)
+}
+
+/// What the donor step waits for, in words, or `None` once the donor's replica is gone: its
+/// own retirement to finish, then its instance's Workload (or, without the Workload API, its
+/// Pods) to disappear (spec, *Resource rebalancing*). Another ordinal's retirement record, an
+/// `Aborted` one that persists included, is not the donor's and does not hold the receiver.
+pub(crate) fn donor_wait(rb: &RebalanceStatus, target: &Target) -> Option<String> {
+    let (donor, kept) = donor_of(rb)?;
+    if let Some(r) = donor_retirement(rb, target).filter(|r| !r.is_aborted()) {
+        return Some(format!(
+            "the retirement of {donor}/{} ({}) to finish",
+            r.replica_ordinal, r.state
+        ));
+    }
+    // The release removed one replica: the ordinal `donorTargetReplicas`.
+    protocol::instance_remains(target, donor, kept).then(|| {
+        let what = if target.workloads.is_none() {
+            "Pods"
+        } else {
+            "Workload"
+        };
+        format!("{donor}/{kept}'s {what} to disappear")
+    })
+}
+
+/// When the donor step gives up: the later of the retirement budget after the release and the
+/// donor retirement's own deadline, plus `pendingTimeoutSeconds` (the time the cluster is given
+/// to act on our writes). A transaction without `startedAt` (a status written by hand) counts
+/// from our last commit; without either it has no bound and gives up at once.
+pub(crate) fn give_up_at(
+    rb: &RebalanceStatus,
+    target: &Target,
+    pass: &Pass,
+) -> Option<jiff::Timestamp> {
+    let started = rb
+        .started_at
+        .as_ref()
+        .or(pass
+            .status
+            .last_commit
+            .as_ref()
+            .and_then(|c| c.timestamp.as_ref()))
+        .map(|t| t.0)?;
+    let budget = started.checked_add(SignedDuration::from_secs(RETIREMENT_BUDGET_SECONDS));
+    let deadline = donor_retirement(rb, target).and_then(|r| r.deadline.as_ref().map(|d| d.0));
+    let timeout = SignedDuration::from_secs(pass.input.scaler.spec.pending_timeout_seconds());
+    budget
+        .ok()?
+        .max(deadline.unwrap_or(started))
+        .checked_add(timeout)
+        .ok()
+}
+
+/// Ends a rebalance transaction that can no longer complete, before anything plans on it: a
+/// scaler spec edit ends it with its episode; a donor back above its released count (our
+/// restore, an adoption, a user's edit) or an aborted donor retirement cancels it, its
+/// donation spent; a donor still there at [`give_up_at`] gives up with `RebalanceBlocked`,
+/// and nothing holds for it any more (the pool's growth, the receiver's leg).
+pub(crate) fn settle_transaction(pass: &mut Pass, target: &Target) {
+    let Some(rb) = pass.status.rebalance.clone().filter(in_transaction) else {
+        return;
+    };
+    let receiver = rb.receiver_role.clone().unwrap_or_default();
+    let spec_edited = rb
+        .exhaustion_episode_generation
+        .is_some_and(|g| pass.input.scaler.generation > g);
+    if spec_edited {
+        pass.status.rebalance = None;
+        let message = format!(
+            "the scaler spec changed while a donor released a replica for {receiver}: the transaction and its exhaustion episode end"
+        );
+        pass.event(false, "RebalanceCancelled", "Rebalance", message);
+        return;
+    }
+    let Some((donor, kept)) = donor_of(&rb) else {
+        return; // no donor recorded: the step acquires or finds the receiver done
+    };
+    let count = protocol::current_vector(target.deployment)
+        .get(donor)
+        .copied();
+    let aborted = donor_retirement(&rb, target).is_some_and(|r| r.is_aborted());
+    if count.is_none_or(|n| n > kept) || aborted {
+        let why = if aborted {
+            format!("the retirement of {donor}'s released replica was aborted")
+        } else {
+            format!("{donor} is no longer at {kept} replicas (restored, adopted or edited)")
+        };
+        let message =
+            format!("{why}: {receiver} does not acquire a replica; the donation is spent");
+        if let Some(r) = pass.status.rebalance.as_mut() {
+            crate::records::cancel_transaction(r);
+        }
+        pass.event(false, "RebalanceCancelled", "Rebalance", message);
+        return;
+    }
+    let Some(waiting) = donor_wait(&rb, target) else {
+        return; // the donor is gone: the receiver acquires
+    };
+    let until = give_up_at(&rb, target, pass);
+    if until.is_some_and(|until| pass.now() < until) {
+        return;
+    }
+    if let Some(r) = pass.status.rebalance.as_mut() {
+        // The donor and the start stay, to say which transaction was given up.
+        r.receiver_target_replicas = None;
+        r.reason = Some(rebalance::BLOCKED.to_string());
+    }
+    let message = format!(
+        "gave up waiting for {waiting}: {receiver} does not acquire {donor}'s released replica; growth plans as usual, and a new exhaustion or a scaler spec edit may donate again"
+    );
+    pass.event(true, rebalance::BLOCKED, "Rebalance", message);
+}
+
 /// Runs the donor/receiver transaction. Returns true while a transaction owns this pass (a
 /// write was made, or the donor's retirement is awaited), so no planned commit competes.
 pub(crate) fn rebalance_step(
@@ -77,7 +218,7 @@ pub(crate) fn rebalance_step(
     let input = pass.input;
     let md = target.deployment;
     // A spec edit or an external change of the target ends the episode (D22): our own commits
-    // do not. A transaction in flight finishes first.
+    // do not. A transaction in flight finishes first (a spec edit ended it already).
     let spec_edited = rb
         .exhaustion_episode_generation
         .is_some_and(|g| input.scaler.generation > g);
@@ -93,13 +234,6 @@ pub(crate) fn rebalance_step(
         .iter()
         .map(|r| (r.name.clone(), r.instance_type.clone().unwrap_or_default()))
         .collect();
-    let donor_pods_remain = match (&rb.donor_role, rb.donor_target_replicas) {
-        (Some(donor), Some(kept)) => target
-            .ordinals_with_pods
-            .iter()
-            .any(|(r, o)| r == donor && *o >= kept),
-        _ => false,
-    };
     let cooldown_active = pass.status.last_scale_down.as_ref().is_some_and(|l| {
         l.outcome == ScaleDownOutcome::Aborted
             && l.cooldown_until.as_ref().is_some_and(|t| input.now < t.0)
@@ -114,7 +248,7 @@ pub(crate) fn rebalance_step(
         growth_blocked,
         retirement_active: md.status.as_ref().is_some_and(|s| s.retirement.is_some()),
         cooldown_active,
-        donor_pods_remain,
+        donor_remains: donor_wait(&rb, target).is_some(),
     };
     let spec = input.scaler.spec;
     let rebalance_spec = spec.rebalance.clone().unwrap_or_default();

@@ -47,8 +47,14 @@ pub struct Target<'a> {
     /// Admission of instances by (role, ordinal), from their Kueue Workloads (D4). An ordinal
     /// without an entry is not composed yet: pending.
     pub admission: BTreeMap<(String, i32), WorkloadAdmission>,
-    /// (role, ordinal) pairs that still have Pods (D5: a removal succeeded when none remain).
+    /// (role, ordinal) pairs that still have Pods, terminating ones included.
     pub ordinals_with_pods: BTreeSet<(String, i32)>,
+    /// (role, ordinal) pairs whose Kueue Workload exists (named by the instance's Pods, or by
+    /// `status.retirement.targetWorkloadUID` for the ordinal being retired): a removed
+    /// instance is gone, and its quota free, when its Workload is. `None` where the Workload
+    /// API is not served: then a removed instance is gone when its Pods are (D5, amended in
+    /// docs/DESIGN.md).
+    pub workloads: Option<BTreeSet<(String, i32)>>,
     /// (role, ordinal) pairs whose instance is ready: every member Pod present and Ready
     /// (D13: our growth is in flight while an ordinal it added is not here).
     pub ready_ordinals: BTreeSet<(String, i32)>,
@@ -106,6 +112,20 @@ pub struct Memory {
     pub planner: Option<PlannerState>,
     /// Regrowth backoff after a rollback (D29).
     pub growth_backoff: Option<GrowthBackoff>,
+    /// A removed instance of our last scale-down seen without a retirement record.
+    pub retirement_gap: Option<RetirementGap>,
+}
+
+/// A removed instance of our last scale-down that is still there while no retirement is
+/// reported (GPUStack retires one ordinal at a time; or its Pods stay behind): which, and the
+/// first pass that saw it so. Scale-down waits for it `pendingTimeoutSeconds` from then at
+/// most. Kept in memory only: after a restart the wait starts again, so it ends at most one
+/// timeout late.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetirementGap {
+    pub role: String,
+    pub ordinal: i32,
+    pub since: Timestamp,
 }
 
 /// After a rollback, the roles whose regrowth waits, and until when (D29): the rolled-back

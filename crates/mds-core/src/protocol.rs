@@ -126,15 +126,35 @@ pub fn cohort_state(
     }
 }
 
-/// How the latest scale-down's retirement ended (D5).
+/// Where the latest scale-down's retirement stands (D5, amended in docs/DESIGN.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RetirementState {
-    /// Still running (any state but Aborted), or gone with Pods still present.
-    Running,
+    /// A retirement is reported on the target (of any ordinal, in any state but an abort of
+    /// ours): GPUStack clears it when that retirement is done.
+    Reported,
+    /// No retirement is reported, but this removed instance is still there: GPUStack retires
+    /// one ordinal at a time, so its retirement has not started yet, or it left Pods behind
+    /// (`pods_only`: without the Workload API nothing else can be seen).
+    Remaining {
+        role: String,
+        ordinal: i32,
+        pods_only: bool,
+    },
     /// Aborted for a role and an ordinal we removed: restore.
     Aborted,
-    /// Gone, and no Pod of the removed ordinals remains.
+    /// Gone, and no removed instance remains.
     Succeeded,
+}
+
+/// The instance is still there: its Workload exists, or, where the Workload API is not
+/// served, one of its Pods does (Terminating ones included). A Pod left Terminating after its
+/// Workload was deleted holds no quota (TARGET.md section 4).
+pub fn instance_remains(target: &Target, role: &str, ordinal: i32) -> bool {
+    let key = (role.to_string(), ordinal);
+    match &target.workloads {
+        Some(workloads) => workloads.contains(&key),
+        None => target.ordinals_with_pods.contains(&key),
+    }
 }
 
 /// The roles a scale-down lowered that are still below their pre-scale-down count, with the
@@ -171,19 +191,18 @@ pub fn retirement_state(last: &LastScaleDown, target: &Target) -> RetirementStat
         Some(r) if r.is_aborted() && removed(&r.role_name, r.replica_ordinal) => {
             RetirementState::Aborted
         }
-        Some(_) => RetirementState::Running,
-        None => {
-            // Any Pod left on a removed ordinal means not done yet.
-            if target
-                .ordinals_with_pods
-                .iter()
-                .any(|(r, o)| removed(r, *o))
-            {
-                RetirementState::Running
-            } else {
-                RetirementState::Succeeded
-            }
-        }
+        Some(_) => RetirementState::Reported,
+        None => shrunk
+            .iter()
+            .flat_map(|(role, range)| range.clone().map(move |o| (role, o)))
+            .find(|(role, o)| instance_remains(target, role, *o))
+            .map_or(RetirementState::Succeeded, |(role, ordinal)| {
+                RetirementState::Remaining {
+                    role: role.clone(),
+                    ordinal,
+                    pods_only: target.workloads.is_none(),
+                }
+            }),
     }
 }
 

@@ -52,14 +52,15 @@ pub struct TargetFacts<'a> {
     pub current: &'a ReplicaVector,
     /// Role name → instance type.
     pub instance_types: &'a std::collections::BTreeMap<String, String>,
-    /// A retirement is active anywhere on the target.
+    /// A retirement is active anywhere on the target (a donor's release waits for it).
     pub retirement_active: bool,
     /// An abort cooldown holds scale-down across the target.
     pub cooldown_active: bool,
     /// An ordinal is not admitted anywhere in the target (D18): growth waits.
     pub growth_blocked: bool,
-    /// Pods remain for the donor's removed ordinal.
-    pub donor_pods_remain: bool,
+    /// The donor's released replica is not gone yet: its retirement runs, or its Workload
+    /// (without the Workload API, a Pod) remains.
+    pub donor_remains: bool,
 }
 
 fn satisfies(policy: &Policy, vector: &ReplicaVector) -> bool {
@@ -122,7 +123,7 @@ pub fn step(
     };
     // A transaction in progress: the donor released, wait for it to be gone, then acquire.
     if rebalance.reason.as_deref() == Some(DONOR_RELEASE) {
-        if facts.retirement_active || facts.donor_pods_remain {
+        if facts.donor_remains {
             return Step::Waiting;
         }
         let mut vector = facts.current.clone();
@@ -151,9 +152,11 @@ pub fn step(
     if wants.raw <= wants.current {
         return Step::Over;
     }
-    // A cancelled transaction spent this exhaustion's donation: another needs another
-    // exhaustion (D27), which a new rollback opens.
-    if rebalance.reason.as_deref() == Some(DONATION_ATTEMPTED) {
+    // A cancelled transaction, or one given up (blocked with its donor named), spent this
+    // exhaustion's donation: another needs another exhaustion (D27), which a new rollback
+    // opens.
+    let given_up = rebalance.reason.as_deref() == Some(BLOCKED) && rebalance.donor_role.is_some();
+    if rebalance.reason.as_deref() == Some(DONATION_ATTEMPTED) || given_up {
         return Step::Idle;
     }
     // Releasing a donor replica is a scale-down: its guards apply.

@@ -17,12 +17,12 @@ use mds_planner::state::Growth;
 use mds_planner::{Guards, Plan, PlanInput, PlannerState, Policy, RoleInput};
 
 use crate::conditions::{ACTIVE, BLOCKED, BOUND, Report};
-use crate::episode::{backoff_roles, rebalance_step};
+use crate::episode::{backoff_roles, rebalance_step, settle_transaction};
 use crate::patch::{self, TargetShape};
-use crate::protocol::{self, RetirementState};
+use crate::protocol;
 use crate::records::{
     cohort, commit_observed, growth_in_flight, recover_lost_commit, resume_kept_records,
-    retirement_cannot_complete, scale_down_outcome,
+    retirement_cannot_complete, scale_down_outcome, scale_down_wait,
 };
 use crate::report::{finish, report_protocol_write};
 use crate::{Event, Input, Memory, Outcome, Target, Write, WriteKind};
@@ -36,6 +36,8 @@ pub(crate) struct Pass<'a> {
     pub(crate) plan: Option<Plan>,
     /// The planned commit was refused before and is held: why.
     pub(crate) refused: Option<String>,
+    /// What a retirement hold on scale-down waits for, in words.
+    pub(crate) scale_down_wait: Option<String>,
 }
 
 impl Pass<'_> {
@@ -100,6 +102,7 @@ pub fn reconcile(input: &Input, memory: &mut Memory) -> Outcome {
         write: None,
         plan: None,
         refused: None,
+        scale_down_wait: None,
     };
     pass.status.observed_generation = Some(scaler.generation);
     run(&mut pass, memory);
@@ -289,24 +292,17 @@ fn run(pass: &mut Pass, memory: &mut Memory) {
         if pass.write.is_none() {
             cohort(pass, target, &payload, term, &mut guards, memory);
         }
+        settle_transaction(pass, target);
     }
     if let Some(last) = pass.status.last_scale_down.as_ref()
         && last.outcome == ScaleDownOutcome::Aborted
     {
         guards.abort_cooldown_until = last.cooldown_until.as_ref().map(|t| t.0);
     }
-    // A retirement reported anywhere, or our last scale-down still under way: GPUStack retires
-    // one ordinal at a time, so between two retirements of one joint shrink the field is
-    // briefly absent while a removed ordinal still has Pods. Released when the removed
-    // ordinals' Pods are gone (or an abort is restored).
-    let own_retirement_running = pass
-        .status
-        .last_scale_down
-        .as_ref()
-        .filter(|l| l.outcome == ScaleDownOutcome::Committed)
-        .is_some_and(|l| protocol::retirement_state(l, target) == RetirementState::Running);
-    guards.retirement_active =
-        md.status.as_ref().is_some_and(|s| s.retirement.is_some()) || own_retirement_running;
+    // A retirement reported anywhere, or a removed instance of our last scale-down still there
+    // without one (GPUStack retires one ordinal at a time), for a bounded time.
+    pass.scale_down_wait = scale_down_wait(pass, target, memory);
+    guards.retirement_active = pass.scale_down_wait.is_some();
     guards.commit_unobserved = !commit_observed(pass, target);
     guards.router_missing = retirement_cannot_complete(md);
     // D18: any ordinal not admitted anywhere in the target (ours or not) blocks growth.

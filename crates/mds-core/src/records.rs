@@ -15,7 +15,7 @@ use crate::conditions::{self, ACTIVE};
 use crate::protocol::{self, CohortState, RetirementState};
 use crate::rebalance::{self, RESOURCE_EXHAUSTED};
 use crate::reconcile::{Pass, record_commit};
-use crate::{GrowthBackoff, Memory, Target, WriteKind};
+use crate::{GrowthBackoff, Memory, RetirementGap, Target, WriteKind};
 
 /// Our last commit is visible in the target's status: every reported `desired` count equals
 /// it, or the retirement reports our generation (TARGET.md section 3). Until then another
@@ -90,6 +90,81 @@ pub(crate) fn resume_kept_records(pass: &mut Pass, target: &Target, bound: bool)
         WriteKind::Bind.action(),
         "the target changed while the scaler was not bound; its pending scale-up and scale-down records no longer apply",
     );
+}
+
+/// What holds scale-down for retirements, in words, or `None`: a retirement reported on the
+/// target (the spec's guard, in any state; GPUStack clears it when the retirement is done, and
+/// an `Aborted` one when its replica is adopted or retried), else a removed instance of our
+/// last scale-down that is still there without a record (D5 amended: its Workload, or without
+/// the Workload API its Pods; GPUStack retires one ordinal at a time). The latter holds
+/// `pendingTimeoutSeconds` from the first pass that sees it at most, so a Pod stuck
+/// Terminating on a lost node does not hold scale-down for ever.
+pub(crate) fn scale_down_wait(pass: &Pass, target: &Target, memory: &mut Memory) -> Option<String> {
+    if let Some(r) = target
+        .deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.retirement.as_ref())
+    {
+        memory.retirement_gap = None;
+        let release = if r.is_aborted() {
+            "which stays until its replica is adopted (its count raised again) or retried"
+        } else {
+            "which GPUStack clears when it is done"
+        };
+        return Some(format!(
+            "the retirement of {}/{} ({}), {release}",
+            r.role_name, r.replica_ordinal, r.state
+        ));
+    }
+    let state = pass
+        .status
+        .last_scale_down
+        .as_ref()
+        .filter(|l| l.outcome == ScaleDownOutcome::Committed)
+        .map(|l| protocol::retirement_state(l, target));
+    let Some(RetirementState::Remaining {
+        role,
+        ordinal,
+        pods_only,
+    }) = state
+    else {
+        memory.retirement_gap = None;
+        return None;
+    };
+    let now = pass.now();
+    let gap = memory
+        .retirement_gap
+        .take()
+        .filter(|g| g.role == role && g.ordinal == ordinal && g.since <= now)
+        .unwrap_or(RetirementGap {
+            role,
+            ordinal,
+            since: now,
+        });
+    let timeout = pass.input.scaler.spec.pending_timeout_seconds();
+    let until = gap.since + SignedDuration::from_secs(timeout);
+    let what = if pods_only {
+        "its Pods remain"
+    } else {
+        "its Workload remains"
+    };
+    let message = format!(
+        "{}/{} to go: {what} and no retirement is reported; at most until {until}",
+        gap.role, gap.ordinal
+    );
+    memory.retirement_gap = Some(gap);
+    (now < until).then_some(message)
+}
+
+/// Ends a rebalance transaction without its receiver's replica: the exhaustion episode goes
+/// on, its donation spent (D27).
+pub(crate) fn cancel_transaction(r: &mut RebalanceStatus) {
+    r.donor_role = None;
+    r.donor_target_replicas = None;
+    r.receiver_target_replicas = None;
+    r.started_at = None;
+    r.reason = Some(rebalance::DONATION_ATTEMPTED.to_string());
 }
 
 /// D13, D32: our own growth of `role` is in flight while an ordinal our last growth commit
@@ -289,12 +364,7 @@ pub(crate) fn scale_down_outcome(pass: &mut Pass, target: &Target, binding: &str
         == Some(last.role.as_str())
         && let Some(r) = pass.status.rebalance.as_mut()
     {
-        // Cancel the transaction; the exhaustion episode goes on, its donation spent.
-        r.donor_role = None;
-        r.donor_target_replicas = None;
-        r.receiver_target_replicas = None;
-        r.started_at = None;
-        r.reason = Some(rebalance::DONATION_ATTEMPTED.to_string());
+        cancel_transaction(r);
     }
     let restored: Vec<String> = shrunk
         .iter()

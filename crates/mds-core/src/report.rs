@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use mds_api::status::{ModelDeploymentScalerStatus, ScaleDownOutcome, SignalState};
-use mds_planner::Reason;
+use mds_planner::{Guard, Limit, Reason};
 
 use crate::conditions::{self, BLOCKED, METRICS_READY, Report};
+use crate::episode;
 use crate::protocol;
 use crate::rebalance;
 use crate::reconcile::Pass;
@@ -170,19 +171,9 @@ fn metrics_and_blocked(pass: &mut Pass) {
                     "the receiver still needs to grow but no role can donate (same instanceType, above its minimum, allowed by rebalance.policy)",
                 )
             } else if episode.as_deref() == Some(rebalance::BLOCKED) {
-                Report::new(
-                    BLOCKED,
-                    true,
-                    "RebalanceBlocked",
-                    "a donation would break bounds or ratios in between, or was already attempted in this episode; edit the scaler spec to start a new one",
-                )
+                Report::new(BLOCKED, true, "RebalanceBlocked", rebalance_blocked(pass))
             } else if exhausted {
-                Report::new(
-                    BLOCKED,
-                    true,
-                    "ResourceExhausted",
-                    "a scale-up was rolled back after its replicas were not admitted",
-                )
+                Report::new(BLOCKED, true, "ResourceExhausted", exhausted_message(pass))
             } else if let Some(message) = &pass.refused {
                 Report::new(
                     BLOCKED,
@@ -200,12 +191,11 @@ fn metrics_and_blocked(pass: &mut Pass) {
                         format!("{} ({})", r.name, limits.join("; "))
                     })
                     .collect();
-                Report::new(
-                    BLOCKED,
-                    true,
-                    "PacingBounded",
-                    format!("held by pacing or guards: {}", held.join(", ")),
-                )
+                let mut message = format!("held by pacing or guards: {}", held.join(", "));
+                if let Some(wait) = retirement_hold(pass, plan) {
+                    message.push_str(&format!("; scale-down waits for {wait}"));
+                }
+                Report::new(BLOCKED, true, "PacingBounded", message)
             } else {
                 Report::new(
                     BLOCKED,
@@ -219,6 +209,50 @@ fn metrics_and_blocked(pass: &mut Pass) {
     };
     pass.reports.push(metrics);
     pass.reports.push(blocked);
+}
+
+/// `RebalanceBlocked`: a donation given up while its donor's replica did not go, or one that
+/// breaks bounds or ratios in between or was already attempted (D27).
+fn rebalance_blocked(pass: &Pass) -> String {
+    match pass
+        .status
+        .rebalance
+        .as_ref()
+        .and_then(|r| r.donor_role.as_deref())
+    {
+        Some(donor) => format!(
+            "{donor} released a replica that did not retire and disappear in time, so the receiver did not acquire it; growth plans as usual, and a new exhaustion or a scaler spec edit may donate again"
+        ),
+        None => "a donation would break bounds or ratios in between, or was already attempted in this episode; edit the scaler spec to start a new one".into(),
+    }
+}
+
+/// `ResourceExhausted`, and while a donor releases a replica, what the receiver waits for and
+/// until when at the latest.
+fn exhausted_message(pass: &Pass) -> String {
+    let message = "a scale-up was rolled back after its replicas were not admitted";
+    let (Some(rb), Some(target)) = (pass.status.rebalance.as_ref(), pass.input.target.as_ref())
+    else {
+        return message.into();
+    };
+    let Some(waiting) = episode::donor_wait(rb, target) else {
+        return message.into();
+    };
+    let receiver = rb.receiver_role.as_deref().unwrap_or_default();
+    let until = episode::give_up_at(rb, target, pass)
+        .map(|t| format!(" (it gives up at {t})"))
+        .unwrap_or_default();
+    format!("{message}; {receiver} waits for {waiting}{until}")
+}
+
+/// What a retirement hold of a held role waits for.
+fn retirement_hold<'a>(pass: &'a Pass, plan: &mds_planner::Plan) -> Option<&'a str> {
+    let guard = Limit::Guard(Guard::RetirementActive);
+    plan.roles
+        .iter()
+        .any(|r| r.limits.contains(&guard))
+        .then_some(pass.scale_down_wait.as_deref())
+        .flatten()
 }
 
 /// What makes a status write necessary (D23): decisions, the binding, conditions, and each

@@ -126,18 +126,26 @@ fn target_change() -> impl Strategy<Value = Value> {
         )),
         proptest::option::of(proptest::collection::btree_map(
             role_name(),
-            proptest::collection::vec(ordinal, 0..4),
+            proptest::collection::vec(ordinal.clone(), 0..4),
             0..3,
         )),
         proptest::option::of(retirement),
+        proptest::option::of(proptest::collection::btree_map(
+            role_name(),
+            proptest::collection::vec(ordinal, 0..3),
+            0..2,
+        )),
     )
-        .prop_map(|(replicas, unadmitted, retirement)| {
+        .prop_map(|(replicas, unadmitted, retirement, terminating)| {
             let mut object = serde_json::Map::new();
             if let Some(r) = replicas {
                 object.insert("replicas".into(), json!(r));
             }
             if let Some(u) = unadmitted {
                 object.insert("unadmitted".into(), json!(u));
+            }
+            if let Some(p) = terminating {
+                object.insert("terminating".into(), json!(p));
             }
             if let Some(r) = retirement {
                 object.insert("retirement".into(), r);
@@ -258,14 +266,25 @@ fn valid_line() -> impl Strategy<Value = (u32, String)> {
             ),
         ),
         proptest::option::weighted(0.4, retirement),
+        proptest::option::weighted(
+            0.2,
+            proptest::collection::btree_map(
+                role.clone(),
+                proptest::collection::vec(0i64..16, 0..3),
+                1..3,
+            ),
+        ),
     )
-        .prop_map(|(replicas, unadmitted, retirement)| {
+        .prop_map(|(replicas, unadmitted, retirement, terminating)| {
             let mut object = serde_json::Map::new();
             if let Some(r) = replicas {
                 object.insert("replicas".into(), json!(r));
             }
             if let Some(u) = unadmitted {
                 object.insert("unadmitted".into(), json!(u));
+            }
+            if let Some(p) = terminating {
+                object.insert("terminating".into(), json!(p));
             }
             if let Some(r) = retirement {
                 object.insert("retirement".into(), r);

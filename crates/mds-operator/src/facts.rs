@@ -74,6 +74,8 @@ pub struct InstanceFacts {
     pub admission: BTreeMap<(String, i32), WorkloadAdmission>,
     pub ordinals_with_pods: BTreeSet<(String, i32)>,
     pub ready_ordinals: BTreeSet<(String, i32)>,
+    /// Instances whose Workload exists; `None` without the Workload API.
+    pub workloads: Option<BTreeSet<(String, i32)>>,
 }
 
 /// The Pods of each instance, by (role, ordinal), with their member indexes.
@@ -133,42 +135,58 @@ pub fn instance_facts(
             .filter_map(|w| Some((w.metadata.name.as_deref()?, w.as_ref())))
             .collect()
     });
-    let mut facts = InstanceFacts::default();
+    let mut facts = InstanceFacts {
+        workloads: workloads.map(|_| BTreeSet::new()),
+        ..InstanceFacts::default()
+    };
     for (key, group) in &members {
         facts.ordinals_with_pods.insert(key.clone());
         if instance_ready(group, role_size(md, &key.0)) {
             facts.ready_ordinals.insert(key.clone());
         }
         let admission = match &workloads_by_name {
-            Some(by_name) => workload_admission(group, by_name),
+            Some(by_name) => {
+                let workload = instance_workload(group, by_name);
+                if let (Some(_), Some(present)) = (workload, facts.workloads.as_mut()) {
+                    present.insert(key.clone());
+                }
+                workload.map_or(WorkloadAdmission::Pending, |w| w.admission())
+            }
             None => scheduled_admission(group),
         };
         facts.admission.insert(key.clone(), admission);
+    }
+    // The ordinal being retired: its Workload is also named by UID (TARGET.md section 5).
+    let retiring = md.status.as_ref().and_then(|s| s.retirement.as_ref());
+    if let (Some(r), Some(present), Some(ws)) = (retiring, facts.workloads.as_mut(), workloads) {
+        let uid = r.target_workload_uid.as_deref().filter(|u| !u.is_empty());
+        if uid.is_some_and(|uid| ws.iter().any(|w| w.metadata.uid.as_deref() == Some(uid))) {
+            present.insert((r.role_name.clone(), r.replica_ordinal));
+        }
     }
     facts
 }
 
 /// D4: the instance's Workload is named by its Pods' pod-group label and owned by one of them;
 /// no Workload yet means not composed (pending, not refused).
-fn workload_admission(
+fn instance_workload<'a>(
     group: &[(&Pod, i32)],
-    by_name: &BTreeMap<&str, &Workload>,
-) -> WorkloadAdmission {
+    by_name: &BTreeMap<&str, &'a Workload>,
+) -> Option<&'a Workload> {
     let uids: BTreeSet<&str> = group
         .iter()
         .filter_map(|(p, _)| p.metadata.uid.as_deref())
         .collect();
-    let workload = group
+    group
         .iter()
         .filter_map(|(p, _)| label(p, labels::POD_GROUP_NAME))
-        .find_map(|name| by_name.get(name))
+        .find_map(|name| by_name.get(name).copied())
         .filter(|w| {
             // A Workload of the same name owned by other Pods is not this instance's.
             w.metadata.owner_references.as_ref().is_none_or(|refs| {
                 refs.is_empty() || refs.iter().any(|r| uids.contains(r.uid.as_str()))
             })
-        });
-    workload.map_or(WorkloadAdmission::Pending, |w| w.admission())
+        })
 }
 
 /// D4 without the Workload API: admitted once every Pod of the instance is scheduled.
@@ -298,6 +316,38 @@ mod tests {
         assert_eq!(
             facts.admission[&key("prefill", 1)],
             WorkloadAdmission::Admitted
+        );
+    }
+
+    #[test]
+    fn an_instance_is_there_while_its_workload_is() {
+        // prefill 1 left a Pod behind (Terminating) after its Workload was deleted; decode 1,
+        // being retired, has no Pod left but its Workload is named by the retirement's UID.
+        let pods = vec![
+            pod("prefill", 0, None, true, "g-p0"),
+            pod("prefill", 1, None, false, "g-p1"),
+        ];
+        let mut retired = (*workload("g-d1", true)).clone();
+        retired.metadata.uid = Some("w-d1".into());
+        let workloads = vec![workload("g-p0", true), Arc::new(retired)];
+        let mut md = md();
+        md.status = Some(
+            serde_json::from_value(json!({"retirement": {
+                "roleName": "decode", "replicaOrdinal": 1, "state": "Deleting",
+                "targetWorkloadUID": "w-d1"}}))
+            .unwrap(),
+        );
+        let facts = instance_facts(&md, &pods, Some(&workloads));
+        let key = |r: &str, o: i32| (r.to_string(), o);
+        assert_eq!(
+            facts.workloads,
+            Some([key("prefill", 0), key("decode", 1)].into())
+        );
+        assert!(facts.ordinals_with_pods.contains(&key("prefill", 1)));
+        assert_eq!(
+            instance_facts(&md, &pods, None).workloads,
+            None,
+            "without the Workload API nothing is known about Workloads"
         );
     }
 

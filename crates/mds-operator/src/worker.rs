@@ -233,6 +233,7 @@ impl Worker {
                 deployment,
                 admission: facts.admission,
                 ordinals_with_pods: facts.ordinals_with_pods,
+                workloads: facts.workloads,
                 ready_ordinals: facts.ready_ordinals,
             }),
             observations: &observations,

@@ -657,3 +657,143 @@ fn a_status_that_cannot_be_read_is_refused_naming_the_field() {
     assert!(stderr.contains("status.pendingCohort.term"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A Proportional scaler (10 running requests per replica) of `roles`, shrinking after 15 s,
+/// `pendingTimeoutSeconds: 60`, with `extra` spec lines (indented two spaces).
+fn quick_scaler(roles: &[&str], extra: &str) -> String {
+    let bounds: String = roles
+        .iter()
+        .map(|r| format!("    - {{name: {r}, minReplicas: 1, maxReplicas: 8}}\n"))
+        .collect();
+    let targets: String = roles
+        .iter()
+        .map(|r| format!("        - {{name: {r}, target: \"10\"}}\n"))
+        .collect();
+    format!(
+        "apiVersion: worker.gpustack.ai/v1
+kind: ModelDeploymentScaler
+metadata:
+  name: llm
+spec:
+  targetRef:
+    name: llm
+  mode: Active
+  sampling:
+    pendingTimeoutSeconds: 60
+  behavior:
+    scaleDown:
+      stabilizationWindowSeconds: 15
+{extra}  roles:
+{bounds}  algorithm:
+    proportional:
+      metric: QueueDepth
+      tolerance: \"0.01\"
+      roleTargets:
+{targets}"
+    )
+}
+
+/// Issue 15 item 5: a Pod left Terminating after its retirement (a lost node) does not hold the
+/// next scale-down.
+#[test]
+fn a_pod_left_terminating_after_its_retirement_does_not_hold_scale_down() {
+    let line = |t: i64, ready: i32, running: i32, target: &str| {
+        format!(
+            "{{\"t\": {t}, \"roles\": {{\"server\": {{\"readyReplicas\": {ready}, \"runningRequests\": {running}, \"waitingRequests\": 0}}}}{target}}}\n"
+        )
+    };
+    let mut timeline = line(0, 4, 30, "") + &line(15, 4, 30, "");
+    timeline += &line(
+        30,
+        3,
+        20,
+        ", \"target\": {\"retirement\": {\"role\": \"server\", \"ordinal\": 3, \"state\": \"Draining\"}}",
+    );
+    timeline += &line(
+        45,
+        3,
+        20,
+        ", \"target\": {\"retirement\": {\"role\": \"server\", \"ordinal\": 3, \"state\": \"Deleting\"}}",
+    );
+    timeline += &line(
+        60,
+        3,
+        20,
+        ", \"target\": {\"retirement\": null, \"terminating\": {\"server\": [3]}}",
+    );
+    let passes = replay_json(&quick_scaler(&["server"], ""), &server_target(4), &timeline);
+    assert_eq!(passes[1]["write"]["vector"]["server"], 3, "{}", passes[1]);
+    for pass in &passes[2..4] {
+        assert!(pass["write"].is_null(), "the retirement holds: {pass}");
+    }
+    assert_eq!(
+        passes[4]["write"]["vector"]["server"], 2,
+        "the Terminating Pod of server/3 holds nothing: {}",
+        passes[4]
+    );
+}
+
+/// Issue 15 item 5: a donor whose retirement never finishes does not hold the rebalance
+/// transaction for ever: at the retirement budget (300 s) plus pendingTimeoutSeconds after
+/// the release it gives up with RebalanceBlocked, and the receiver's growth plans as usual.
+#[test]
+fn a_donor_stuck_in_its_retirement_gives_up_with_rebalance_blocked() {
+    let target = "apiVersion: worker.gpustack.ai/v1
+kind: ModelDeployment
+metadata: {name: llm, uid: 7f0c-target-uid, generation: 4}
+spec:
+  engine: {name: vLLM}
+  router: {name: vllm-router}
+  roles:
+    - {name: prefill, kind: Server, replicas: 4, instanceType: h100}
+    - {name: decode, kind: Server, replicas: 2, instanceType: h100}
+";
+    let timeline: String = (0..=32)
+        .map(|i| {
+            let t = i * 15;
+            let prefill = if t < 90 { 40 } else { 30 };
+            let decode = if t < 15 { 20 } else { 30 };
+            let change = match t {
+                15 => ", \"target\": {\"unadmitted\": {\"decode\": [2]}}",
+                120 => ", \"target\": {\"retirement\": {\"role\": \"prefill\", \"ordinal\": 3, \"state\": \"Draining\"}}",
+                150 => ", \"target\": {\"retirement\": {\"role\": \"prefill\", \"ordinal\": 3, \"state\": \"Deleting\"}}",
+                _ => "",
+            };
+            format!("{{\"t\": {t}, \"roles\": {{\"prefill\": {{\"readyReplicas\": 4, \"runningRequests\": {prefill}, \"waitingRequests\": 0}}, \"decode\": {{\"readyReplicas\": 2, \"runningRequests\": {decode}, \"waitingRequests\": 0}}}}{change}}}\n")
+        })
+        .collect();
+    let scaler = quick_scaler(
+        &["prefill", "decode"],
+        "  rebalance:\n    policy: Opposing\n",
+    );
+    let passes = replay_json(&scaler, target, &timeline);
+    let at = |t: f64| passes.iter().find(|p| p["t"] == t).expect("a pass");
+    assert_eq!(at(90.0)["write"]["kind"], "rollback");
+    assert_eq!(
+        at(105.0)["write"]["vector"]["prefill"],
+        3,
+        "the donor releases"
+    );
+    for pass in passes
+        .iter()
+        .filter(|p| (120.0..465.0).contains(&p["t"].as_f64().unwrap()))
+    {
+        assert!(pass["write"].is_null(), "the receiver waits: {pass}");
+    }
+    let gave_up = at(465.0);
+    assert_eq!(
+        gave_up["conditions"]["Blocked"]["reason"],
+        "RebalanceBlocked"
+    );
+    assert!(
+        gave_up["events"].as_array().unwrap().iter().any(|e| e
+            .as_str()
+            .unwrap()
+            .starts_with("RebalanceBlocked: gave up waiting for the retirement of prefill/3")),
+        "{gave_up}"
+    );
+    assert_eq!(
+        gave_up["write"]["vector"]["decode"], 3,
+        "nothing holds the receiver's growth any more: {gave_up}"
+    );
+}

@@ -169,10 +169,11 @@ pub fn replay(
     let start = Timestamp::from_second(START_UNIX_SECONDS).unwrap_or(Timestamp::UNIX_EPOCH);
     let mut memory = Memory::default();
     let mut unadmitted: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    let mut terminating: BTreeMap<String, Vec<i32>> = BTreeMap::new();
     let mut reports = Vec::new();
     for entry in timeline {
         if let Some(change) = &entry.target {
-            apply_change(&mut doc, change, &mut unadmitted)
+            apply_change(&mut doc, change, &mut unadmitted, &mut terminating)
                 .map_err(|e| ReplayError(format!("timeline line {}: {e}", entry.line)))?;
         }
         let md: ModelDeployment = serde_json::from_value(doc.clone())
@@ -195,8 +196,18 @@ pub fn replay(
                 pods.insert((role.name.clone(), o));
             }
         }
+        // Every declared instance has its Workload; a retired one keeps it until GPUStack
+        // deletes it with its Pods (TARGET.md section 5: after Draining).
+        let mut workloads = pods.clone();
         if let Some(r) = md.status.as_ref().and_then(|s| s.retirement.as_ref()) {
             pods.insert((r.role_name.clone(), r.replica_ordinal));
+            if !matches!(r.state.as_str(), "Deleting" | "Settling" | "Completed") {
+                workloads.insert((r.role_name.clone(), r.replica_ordinal));
+            }
+        }
+        // Pods left behind Terminating: no Workload.
+        for (role, ordinals) in &terminating {
+            pods.extend(ordinals.iter().map(|o| (role.clone(), *o)));
         }
         let observations: BTreeMap<String, RoleObservation> = entry
             .roles
@@ -232,6 +243,7 @@ pub fn replay(
                     .collect(),
                 admission,
                 ordinals_with_pods: pods,
+                workloads: Some(workloads),
             }),
             observations: &observations,
             // Every timeline entry is its own sampling.
@@ -264,6 +276,7 @@ fn apply_change(
     doc: &mut Value,
     change: &TargetChange,
     unadmitted: &mut BTreeMap<String, Vec<i32>>,
+    terminating: &mut BTreeMap<String, Vec<i32>>,
 ) -> Result<(), ReplayError> {
     if let Some(replicas) = &change.replicas {
         let roles = doc
@@ -286,6 +299,11 @@ fn apply_change(
     if let Some(map) = &change.unadmitted {
         for (role, list) in map {
             unadmitted.insert(role.clone(), list.clone());
+        }
+    }
+    if let Some(map) = &change.terminating {
+        for (role, list) in map {
+            terminating.insert(role.clone(), list.clone());
         }
     }
     if let Some(retirement) = &change.retirement {

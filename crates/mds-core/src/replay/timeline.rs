@@ -152,6 +152,9 @@ pub struct TargetChange {
     pub replicas: Option<BTreeMap<String, i32>>,
     /// Ordinals not admitted yet, per role (replaces the previous list of that role).
     pub unadmitted: Option<BTreeMap<String, Vec<i32>>>,
+    /// Ordinals whose Pods stay behind Terminating (on a lost node, say) with no Workload,
+    /// per role (replaces the previous list of that role).
+    pub terminating: Option<BTreeMap<String, Vec<i32>>>,
     /// A retirement in progress (`{role, ordinal, state}`), or `null` when it is gone.
     #[serde(default, deserialize_with = "present")]
     pub retirement: Option<Option<RetirementChange>>,
@@ -309,11 +312,13 @@ fn expected(path: &[String]) -> String {
         [.., "signalState"] => "one of Fresh, Idle, Missing or Stale".into(),
         [.., "kvCacheUsage"] => "a number from 0 to 1".into(),
         ["roles", _, _] => "a number, 0 or more".into(),
-        ["target"] => "an object with replicas, unadmitted or retirement".into(),
-        ["target", "replicas"] | ["target", "unadmitted"] => "an object keyed by role name".into(),
+        ["target"] => "an object with replicas, unadmitted, terminating or retirement".into(),
+        ["target", "replicas" | "unadmitted" | "terminating"] => {
+            "an object keyed by role name".into()
+        }
         ["target", "replicas", _] => format!("a whole number from 0 to {MAX_REPLICAS}"),
-        ["target", "unadmitted", _] => "a list of ordinals".into(),
-        ["target", "unadmitted", _, _] | ["target", "retirement", "ordinal"] => {
+        ["target", "unadmitted" | "terminating", _] => "a list of ordinals".into(),
+        ["target", "unadmitted" | "terminating", _, _] | ["target", "retirement", "ordinal"] => {
             format!("an ordinal: a whole number from 0 to {}", MAX_REPLICAS - 1)
         }
         ["target", "retirement"] => "an object {role, ordinal, state}, or null".into(),
@@ -413,9 +418,16 @@ fn check_values(entry: &TimelineEntry) -> Result<(), ReplayError> {
         }
     }
     let ordinal_ok = |o: i32| (0..MAX_REPLICAS).contains(&i64::from(o));
-    for (role, ordinals) in change.unadmitted.iter().flatten() {
+    let lists = [
+        ("unadmitted", &change.unadmitted),
+        ("terminating", &change.terminating),
+    ];
+    for (field, role, ordinals) in lists
+        .iter()
+        .flat_map(|(f, m)| m.iter().flatten().map(move |(r, o)| (f, r, o)))
+    {
         if let Some((i, o)) = ordinals.iter().enumerate().find(|(_, o)| !ordinal_ok(**o)) {
-            let path = format!("target.unadmitted.{role}[{i}]");
+            let path = format!("target.{field}.{role}[{i}]");
             return Err(at(
                 line,
                 &path,
@@ -490,6 +502,10 @@ pub fn check_roles(
             (
                 "target.unadmitted",
                 change.unadmitted.as_ref().map(|m| m.keys().collect()),
+            ),
+            (
+                "target.terminating",
+                change.terminating.as_ref().map(|m| m.keys().collect()),
             ),
         ] {
             if let Some(name) = names.into_iter().flatten().find(|n| !roles.contains(*n)) {

@@ -82,6 +82,8 @@ pub struct World {
     pub target: Option<Value>,
     pub admission: BTreeMap<(String, i32), WorkloadAdmission>,
     pub pods: BTreeSet<(String, i32)>,
+    /// Instances whose Workload exists; `None` is a cluster without the Workload API.
+    pub workloads: Option<BTreeSet<(String, i32)>>,
     /// Ready instances; `None` makes every admitted ordinal ready (no cold start).
     pub ready: Option<BTreeSet<(String, i32)>>,
     pub observations: BTreeMap<String, RoleObservation>,
@@ -110,6 +112,7 @@ impl World {
             target,
             admission: BTreeMap::new(),
             pods: BTreeSet::new(),
+            workloads: None,
             ready: None,
             observations: BTreeMap::new(),
             memory: Memory::default(),
@@ -203,6 +206,7 @@ impl World {
                 deployment: md,
                 admission: self.admission.clone(),
                 ordinals_with_pods: self.pods.clone(),
+                workloads: self.workloads.clone(),
                 ready_ordinals: self.ready.clone().unwrap_or_else(|| {
                     self.admission
                         .iter()
