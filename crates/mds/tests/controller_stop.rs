@@ -97,3 +97,49 @@ async fn the_leader_exits_on_sigterm_and_releases_its_lease() {
     assert_eq!(status.code(), Some(0), "a clean stop");
     assert_eq!(holder(&leases).await, None, "the Lease was released");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_whose_webhooks_cannot_start_exits_non_zero_naming_why() {
+    let Some(plane) = mds_testkit::e2e() else {
+        return;
+    };
+    let namespace = plane.namespace("controller-webhook").await.unwrap();
+    install_operator_identity(plane, &namespace);
+    let folder = tempfile::tempdir().unwrap();
+    let kubeconfig = folder.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, impersonating(plane, &namespace, "mds")).unwrap();
+    let missing = folder.path().join("no-such-tls.crt");
+    let run = async |cert: &std::path::Path| {
+        let child = Command::new(env!("CARGO_BIN_EXE_mds"))
+            .args(["controller", "--leader-elect=false", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--metrics-bind-address", "127.0.0.1:0"])
+            .args(["--health-probe-bind-address", "127.0.0.1:0"])
+            .arg("--webhook-cert")
+            .arg(cert)
+            .arg("--webhook-key")
+            .arg(cert)
+            .args(["--webhook-listen", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mds controller starts");
+        let mut running = Running(child);
+        let status = mds_testkit::eventually(
+            "the controller to exit without its webhooks",
+            Duration::from_secs(60),
+            || {
+                let exited = running.0.try_wait().unwrap();
+                async move { exited }
+            },
+        )
+        .await
+        .unwrap();
+        let mut said = String::new();
+        std::io::Read::read_to_string(running.0.stderr.as_mut().unwrap(), &mut said).unwrap();
+        (status, said)
+    };
+    let (status, said) = run(&missing).await;
+    assert_eq!(status.code(), Some(1), "{said}");
+    assert!(said.contains("no-such-tls.crt"), "{said}");
+}

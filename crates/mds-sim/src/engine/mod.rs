@@ -246,7 +246,7 @@ impl EngineState {
             *value = whole(*value);
         }
         for h in [&mut share.ttft, &mut share.itl, &mut share.request_tpot] {
-            h.split(|count| whole(count), f64::from(members));
+            h.split(whole, f64::from(members));
         }
         share
     }

@@ -140,6 +140,8 @@ async fn serve(args: &Args) -> Result<(), String> {
     let telemetry = Arc::new(Telemetry::new());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     // The handlers are installed here, before any port is bound.
+    let webhook_shutdown = shutdown_tx.clone();
+    let webhook_failure: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     tokio::spawn(shutdown_on(stop_signal(), shutdown_tx));
     let listeners = if args.metrics_bind_address == args.health_probe_bind_address {
         vec![(
@@ -195,13 +197,20 @@ async fn serve(args: &Args) -> Result<(), String> {
             client.clone(),
             TargetApiVersion::parse(&args.target_api_version).unwrap_or_default(),
         );
+        // A certificate that does not load or a port that cannot be bound stops the start.
+        let bound = super::webhook::BoundWebhooks::bind(&options, lookups).await?;
         let mut stop = shutdown_rx.clone();
+        let failed = webhook_failure.clone();
+        let shutdown = webhook_shutdown.clone();
         tokio::spawn(async move {
             let stopped = async move {
                 let _ = stop.wait_for(|s| *s).await;
             };
-            if let Err(e) = super::webhook::serve_webhooks(&options, lookups, stopped).await {
-                tracing::error!(error = %e, "the webhooks stopped");
+            if let Err(e) = bound.serve(stopped).await {
+                // The webhooks this process was asked to serve are gone: stop, and exit 1.
+                tracing::error!(error = %e, "the webhooks stopped; the controller stops too");
+                *failed.lock().expect("webhook failure lock") = Some(e);
+                let _ = shutdown.send(true);
             }
         });
     }
@@ -256,7 +265,11 @@ async fn serve(args: &Args) -> Result<(), String> {
     .await
     .map_err(|e| e.to_string());
     election.release().await;
-    result
+    let webhook_failed = webhook_failure.lock().expect("webhook failure lock").take();
+    match webhook_failed {
+        Some(e) => Err(e),
+        None => result,
+    }
 }
 
 pub fn run(args: &Args) -> ExitCode {

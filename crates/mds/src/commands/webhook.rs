@@ -84,37 +84,74 @@ pub struct WebhookOptions {
     pub lookup_timeout_ms: u64,
 }
 
+/// Webhooks whose certificate loaded and whose port is bound: what can fail at start has.
+pub struct BoundWebhooks {
+    listener: tokio::net::TcpListener,
+    address: String,
+    certificate: std::sync::Arc<ReloadingCertificate>,
+    state: WebhookState,
+    cert_check_seconds: u64,
+}
+
+impl BoundWebhooks {
+    /// Loads the certificate and binds the port.
+    pub async fn bind(options: &WebhookOptions, lookups: Lookups) -> Result<BoundWebhooks, String> {
+        match &options.operator_user {
+            Some(user) => tracing::info!(%user, "the binding fence also checks the operator user"),
+            None => tracing::debug!("the binding fence decides by content alone"),
+        }
+        let files = CertificateFiles {
+            cert: options.cert.clone(),
+            key: options.key.clone(),
+        };
+        let certificate = ReloadingCertificate::load(files).map_err(|e| e.to_string())?;
+        // Built here too, so a pair that loads but makes no server configuration fails now.
+        certificate.server_config().map_err(|e| e.to_string())?;
+        let listener = tokio::net::TcpListener::bind(options.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
+        let address = listener
+            .local_addr()
+            .map_or_else(|_| options.listen.to_string(), |a| a.to_string());
+        let state = WebhookState {
+            lookups,
+            operator_user: options.operator_user.clone(),
+            lookup_timeout: Duration::from_millis(options.lookup_timeout_ms),
+        };
+        tracing::info!(%address, cert = %options.cert.display(), "webhooks listening");
+        Ok(BoundWebhooks {
+            listener,
+            address,
+            certificate,
+            state,
+            cert_check_seconds: options.cert_check_seconds,
+        })
+    }
+
+    /// Serves until `stop` completes.
+    pub async fn serve(
+        self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), String> {
+        let tls = self.certificate.server_config().map_err(|e| e.to_string())?;
+        let reloader = tokio::spawn(
+            self.certificate
+                .watch(Duration::from_secs(self.cert_check_seconds)),
+        );
+        let app = router(self.state);
+        let served = mds_webhook::server::serve(self.listener, app, tls, stop).await;
+        reloader.abort();
+        served.map_err(|e| format!("serving the webhooks on {} failed: {e}", self.address))
+    }
+}
+
 /// Serves the webhooks until `stop` completes.
 pub async fn serve_webhooks(
     options: &WebhookOptions,
     lookups: Lookups,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    if options.operator_user.is_none() {
-        tracing::warn!("no operator user: the binding fence will refuse every bind and commit");
-    }
-    let files = CertificateFiles {
-        cert: options.cert.clone(),
-        key: options.key.clone(),
-    };
-    let certificate = ReloadingCertificate::load(files).map_err(|e| e.to_string())?;
-    let tls = certificate.server_config().map_err(|e| e.to_string())?;
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
-    let address = listener
-        .local_addr()
-        .map_or_else(|_| options.listen.to_string(), |a| a.to_string());
-    let app = router(WebhookState {
-        lookups,
-        operator_user: options.operator_user.clone(),
-        lookup_timeout: Duration::from_millis(options.lookup_timeout_ms),
-    });
-    let reloader = tokio::spawn(certificate.watch(Duration::from_secs(options.cert_check_seconds)));
-    tracing::info!(%address, cert = %options.cert.display(), "webhooks listening");
-    let served = mds_webhook::server::serve(listener, app, tls, stop).await;
-    reloader.abort();
-    served.map_err(|e| format!("serving failed: {e}"))
+    BoundWebhooks::bind(options, lookups).await?.serve(stop).await
 }
 
 async fn serve(args: &Args) -> ExitCode {
