@@ -140,11 +140,10 @@ fn configurations_for_a_url_send_each_webhook_to_its_path_with_the_ca() {
     let fence = &webhooks(&validating)[1];
     assert_eq!(fence["name"], configuration::FENCE_WEBHOOK);
     assert_eq!(fence["rules"][0]["resources"], json!(["modeldeployments"]));
-    assert_eq!(
-        fence["rules"][0]["apiVersions"],
-        json!(["*"]),
-        "D1: v1 and v1alpha1"
-    );
+    // The CRD, where every write arrives (GPUStack's aggregated v1 writes through to it), and
+    // with Equivalent any version the CRD itself serves.
+    assert_eq!(fence["rules"][0]["apiVersions"], json!(["v1alpha1"]));
+    assert_eq!(fence["matchPolicy"], "Equivalent");
 }
 
 #[test]
