@@ -2,8 +2,10 @@
 //! Only the leader writes: every write checks the leader gate first and is refused otherwise,
 //! so a replica that lost its lease mid-pass cannot write.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -16,6 +18,7 @@ use mds_api::target::{ModelDeployment, Workload, labels};
 use mds_core::{Event, PatchOp};
 use serde_json::json;
 
+use crate::api_client::DEFAULT_TIMEOUTS;
 use crate::cache::{Cache, GroupKey};
 use crate::ports::{Cluster, ScalerKey, Snapshot, WriteError};
 use crate::worker::FINALIZER;
@@ -89,6 +92,8 @@ pub struct KubeCluster {
     target_version: TargetApiVersion,
     recorder: Recorder,
     leader: Arc<AtomicBool>,
+    /// How long a write may wait for its answer (`api_client`).
+    write_deadline: Duration,
 }
 
 impl KubeCluster {
@@ -112,6 +117,30 @@ impl KubeCluster {
             target_version,
             recorder,
             leader,
+            write_deadline: DEFAULT_TIMEOUTS.write_deadline,
+        }
+    }
+
+    /// Bounds every write (and event) by `deadline`: one the API server has not answered by
+    /// then is `WriteError::Unavailable`, whatever its connection is doing.
+    pub fn with_write_deadline(mut self, deadline: Duration) -> KubeCluster {
+        self.write_deadline = deadline;
+        self
+    }
+
+    /// `write`, bounded by the write deadline.
+    async fn within<T>(
+        &self,
+        write: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, WriteError> {
+        match tokio::time::timeout(self.write_deadline, write).await {
+            Ok(result) => result.map_err(write_error),
+            // It may still land: its guards (`test` operations, resource versions) make the
+            // retry a conflict then.
+            Err(_) => Err(WriteError::Unavailable(format!(
+                "the API server did not answer within the write deadline of {} ms",
+                self.write_deadline.as_millis()
+            ))),
         }
     }
 
@@ -189,9 +218,8 @@ impl Cluster for KubeCluster {
                 .map_err(|e| WriteError::Refused(format!("the patch does not encode: {e}")))?;
         let api: Api<ModelDeployment> =
             Api::namespaced_with(self.client.clone(), namespace, &self.target_version);
-        api.patch(target, &PatchParams::default(), &Patch::Json::<()>(patch))
+        self.within(api.patch(target, &PatchParams::default(), &Patch::Json::<()>(patch)))
             .await
-            .map_err(write_error)
     }
 
     async fn write_status(
@@ -204,10 +232,9 @@ impl Cluster for KubeCluster {
         object.status = Some(status.clone());
         let namespace = scaler.metadata.namespace.as_deref().unwrap_or_default();
         let name = scaler.metadata.name.as_deref().unwrap_or_default();
-        self.scalers(namespace)
-            .replace_status(name, &PostParams::default(), &object)
+        let scalers = self.scalers(namespace);
+        self.within(scalers.replace_status(name, &PostParams::default(), &object))
             .await
-            .map_err(write_error)
     }
 
     async fn set_finalizer(
@@ -234,10 +261,9 @@ impl Cluster for KubeCluster {
         }});
         let namespace = scaler.metadata.namespace.as_deref().unwrap_or_default();
         let name = scaler.metadata.name.as_deref().unwrap_or_default();
-        self.scalers(namespace)
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        let scalers = self.scalers(namespace);
+        self.within(scalers.patch(name, &PatchParams::default(), &Patch::Merge(patch)))
             .await
-            .map_err(write_error)
     }
 
     async fn emit(&self, scaler: &ModelDeploymentScaler, event: &Event) {
@@ -245,24 +271,19 @@ impl Cluster for KubeCluster {
             return;
         }
         let reference = scaler.object_ref(&());
-        let published = self
-            .recorder
-            .publish(
-                &KubeEvent {
-                    type_: if event.warning {
-                        EventType::Warning
-                    } else {
-                        EventType::Normal
-                    },
-                    reason: event.reason.to_string(),
-                    note: Some(event.message.clone()),
-                    action: event.action.to_string(),
-                    secondary: None,
-                },
-                &reference,
-            )
-            .await;
-        if let Err(e) = published {
+        let event_object = KubeEvent {
+            type_: if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: event.reason.to_string(),
+            note: Some(event.message.clone()),
+            action: event.action.to_string(),
+            secondary: None,
+        };
+        let published = self.within(self.recorder.publish(&event_object, &reference));
+        if let Err(e) = published.await {
             tracing::warn!(error = %e, reason = event.reason, "publishing an event failed");
         }
     }

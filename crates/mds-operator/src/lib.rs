@@ -4,6 +4,7 @@
 //! passes, leader election, and the operator's own metrics and probes. No decision logic lives
 //! here.
 
+pub mod api_client;
 pub mod cache;
 pub mod facts;
 pub mod failures;

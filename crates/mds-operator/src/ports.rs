@@ -134,7 +134,11 @@ pub enum ScrapeError {
     Connect(String),
     #[error("HTTP status {0}")]
     Status(u16),
-    #[error("body larger than {0} bytes")]
+    /// The engine answered with a redirect; the scraper never follows one (a Pod must not
+    /// send it elsewhere).
+    #[error("HTTP status {status} redirects to {location:?}; redirects are not followed")]
+    Redirect { status: u16, location: String },
+    #[error("body larger than the page cap of {0} bytes")]
     TooLarge(u64),
     #[error("body is not UTF-8")]
     NotText,
@@ -149,6 +153,7 @@ impl ScrapeError {
             ScrapeError::Timeout(_) => "timeout",
             ScrapeError::Connect(_) => "connect",
             ScrapeError::Status(_) => "http_status",
+            ScrapeError::Redirect { .. } => "redirect",
             ScrapeError::TooLarge(_) => "too_large",
             ScrapeError::NotText => "not_text",
             ScrapeError::Other(_) => "other",
@@ -160,4 +165,23 @@ impl ScrapeError {
 pub trait MetricsSource: Send + Sync {
     /// The text of the page at `url`, at most `mds_signals::scrape::MAX_PAGE_BYTES`.
     fn fetch(&self, url: &str) -> impl Future<Output = Result<String, ScrapeError>> + Send;
+
+    /// Reads the page at `url` and hands its text to `parse` as soon as it has arrived; the
+    /// text lives only as long as the parse. The sampler reads every page this way, so a pass
+    /// holds parsed samples, never the pages of all its Pods at once. `HttpSource` overrides
+    /// it to count the page against its bound on bytes in flight until `parse` returns.
+    fn fetch_with<T, F>(
+        &self,
+        url: &str,
+        parse: F,
+    ) -> impl Future<Output = Result<T, ScrapeError>> + Send
+    where
+        T: Send,
+        F: FnOnce(&str) -> T + Send,
+    {
+        async move {
+            let text = self.fetch(url).await?;
+            Ok(parse(&text))
+        }
+    }
 }

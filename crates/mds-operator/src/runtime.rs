@@ -23,6 +23,7 @@ use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::api_client::ApiClients;
 use crate::cache::{Cache, trim_managed_fields, trim_pod};
 use crate::http_source::{HttpSource, ScrapeConfig};
 use crate::kube_cluster::{Caches, KubeCluster};
@@ -38,7 +39,8 @@ pub struct ControllerConfig {
     pub namespace: Option<String>,
     pub target_version: TargetApiVersion,
     pub scrape: ScrapeConfig,
-    /// Passes running at once across all scalers.
+    /// Passes planning and writing at once across all scalers (their scrapes are bounded by
+    /// `scrape.concurrency` and `scrape.max_bytes_in_flight` instead).
     pub max_concurrent_passes: usize,
     /// This controller's identity (events' reporting instance, the lease holder).
     pub instance: String,
@@ -152,7 +154,8 @@ where
     )
 }
 
-/// Runs the controller until `shutdown` turns true. Passes run while `leader` is true.
+/// Runs the controller until `shutdown` turns true. Passes run while `leader` is true. One
+/// client for watches and writes, as the caller built it; see [`run_with`].
 pub async fn run(
     client: Client,
     config: ControllerConfig,
@@ -160,17 +163,38 @@ pub async fn run(
     leader: watch::Receiver<bool>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), RuntimeError> {
+    run_with(
+        ApiClients::shared(client),
+        config,
+        telemetry,
+        leader,
+        shutdown,
+    )
+    .await
+}
+
+/// Runs the controller with its watch and write clients (`api_client`): watches and discovery
+/// through `clients.watch`, every write through `clients.write` under `clients.write_deadline`.
+pub async fn run_with(
+    clients: ApiClients,
+    config: ControllerConfig,
+    telemetry: Arc<Telemetry>,
+    leader: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), RuntimeError> {
+    let client = clients.watch;
     let caches = Arc::new(Caches::new(workloads_served(&client).await?));
     let leader_flag = Arc::new(AtomicBool::new(*leader.borrow()));
     let shared = Arc::new(Shared {
         caches: caches.clone(),
         cluster: KubeCluster::new(
-            client.clone(),
+            clients.write,
             caches.clone(),
             config.target_version,
             config.instance.clone(),
             leader_flag.clone(),
-        ),
+        )
+        .with_write_deadline(clients.write_deadline),
         source: HttpSource::new(config.scrape.clone())?,
         passes: Semaphore::new(config.max_concurrent_passes.max(1)),
         telemetry: telemetry.clone(),
@@ -376,16 +400,16 @@ async fn worker_task(
                     }
                 }
                 Next::Run { forward } => {
-                    let Ok(_permit) = shared.passes.acquire().await else {
-                        break 'leadership;
-                    };
                     let started = Instant::now();
                     schedule.ran(started, forward, current);
                     let span = tracing::info_span!("pass", scaler = %key, forward);
-                    let pass = std::panic::AssertUnwindSafe(worker.pass(
+                    // Scrapes are bounded by the source; the pass permit covers planning and
+                    // writes only, so a slow engine never holds one.
+                    let pass = std::panic::AssertUnwindSafe(worker.pass_bounded(
                         &shared.cluster,
                         &shared.source,
                         jiff::Timestamp::now(),
+                        Some(&shared.passes),
                     ))
                     .catch_unwind()
                     .instrument(span.clone())

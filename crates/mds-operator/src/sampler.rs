@@ -8,6 +8,7 @@ use futures::future::join_all;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use mds_api::target::ModelDeployment;
+use mds_signals::engine::{EngineKind, EngineSample};
 use mds_signals::scrape::{self, ScrapeTarget};
 use mds_signals::{PodReading, RoleInputs, RoleObservation, SampleStore, engine};
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,11 +74,13 @@ pub async fn sample<M: MetricsSource>(
         let plan = scrape::plan(&pod_facts(pods, &role.name), md.load_balance(&role.name));
         plans.push((role, plan));
     }
-    // Every Pod of every role at once; the source bounds concurrency across scalers.
+    // Every Pod of every role at once; the source bounds concurrency across scalers. Each
+    // page is parsed the moment it arrives and its text dropped: the pass holds samples, not
+    // the pages of all its Pods until the slowest has answered.
     let fetches = plans.iter().flat_map(|(role, plan)| {
         plan.targets
             .iter()
-            .map(move |t| fetch_one(metrics, role.name.as_str(), t))
+            .map(move |t| fetch_one(metrics, engine_kind, role.name.as_str(), t))
     });
     let pages = join_all(fetches).await;
     let restarts: BTreeMap<&str, Option<u32>> = pods
@@ -98,9 +101,7 @@ pub async fn sample<M: MetricsSource>(
             .saturating_add(fetch.arrived_after(started))
             .unwrap_or(now);
         let error = match page {
-            Ok(text) => {
-                // Only the families the adapter reads are parsed; no notes for inspection.
-                let engine_sample = engine::read_text(engine_kind, &text);
+            Ok(engine_sample) => {
                 let restarts = restarts.get(uid.as_str()).copied().flatten();
                 let reading = store.record(engine_kind, &uid, restarts, engine_sample, read_at);
                 if reading.is_valid() {
@@ -168,13 +169,23 @@ impl FetchTimes {
     }
 }
 
+/// Reads one Pod's page and parses it as soon as it has arrived.
 async fn fetch_one<'a, M: MetricsSource>(
     metrics: &M,
+    engine_kind: EngineKind,
     role: &'a str,
     target: &ScrapeTarget,
-) -> (&'a str, String, FetchTimes, Result<String, ScrapeError>) {
+) -> (
+    &'a str,
+    String,
+    FetchTimes,
+    Result<EngineSample, ScrapeError>,
+) {
     let began = tokio::time::Instant::now();
-    let page = metrics.fetch(&target.url).await;
+    // Only the families the adapter reads are parsed; no notes for inspection.
+    let page = metrics
+        .fetch_with(&target.url, |text| engine::read_text(engine_kind, text))
+        .await;
     let arrived = tokio::time::Instant::now();
     let times = FetchTimes {
         arrived,

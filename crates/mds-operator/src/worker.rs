@@ -16,6 +16,7 @@ use mds_api::target::ModelDeployment;
 use mds_core::{Input, Memory, Scaler, Target, Write, WriteKind, reconcile, report_failed_write};
 use mds_planner::Plan;
 use mds_signals::{RoleObservation, SampleStore};
+use tokio::sync::Semaphore;
 
 use crate::facts::instance_facts;
 use crate::failures::{Failure, TargetMark};
@@ -130,6 +131,20 @@ impl Worker {
         metrics: &M,
         now: Timestamp,
     ) -> PassReport {
+        self.pass_bounded(cluster, metrics, now, None).await
+    }
+
+    /// Runs one pass at `now`, its planning and writes under one of `passes`' permits, taken
+    /// once the pass has sampled: scrapes are bounded by the source alone, so a slow engine
+    /// delays its own scaler's pass and holds no permit another scaler waits for. The permit
+    /// goes when the pass ends; a closed semaphore bounds nothing.
+    pub async fn pass_bounded<C: Cluster, M: MetricsSource>(
+        &mut self,
+        cluster: &C,
+        metrics: &M,
+        now: Timestamp,
+        passes: Option<&Semaphore>,
+    ) -> PassReport {
         let mut report = PassReport::default();
         let Some(snapshot) = cluster.snapshot(&self.key).await else {
             report.gone = true;
@@ -205,6 +220,10 @@ impl Worker {
                 report.problem = last.problem.clone();
             }
         }
+        let _permit = match passes {
+            Some(passes) => passes.acquire().await.ok(),
+            None => None,
+        };
         if self
             .failure
             .as_ref()

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mds_api::resources::TargetApiVersion;
+use mds_operator::api_client::{ApiClients, ApiTimeouts};
 use mds_operator::http_source::ScrapeConfig;
 use mds_operator::leader::{Election, LeaseConfig};
 use mds_operator::runtime::{self, ControllerConfig};
@@ -78,6 +79,11 @@ pub struct Args {
     /// Engine pages read at once across all scalers.
     #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub scrape_concurrency: u64,
+    /// Engine page bytes held in memory at once across all scrapes, in MiB: each page counts
+    /// from its first byte until it is parsed, and a scrape waits (within its timeout) for
+    /// room. At least the 16 MiB page cap.
+    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(16..=4096))]
+    pub scrape_max_mib_in_flight: u64,
     /// Also serve the admission webhooks in this process (one-process installs), with this
     /// PEM certificate chain; needs --webhook-key. See `mds webhook --help`.
     #[arg(long, value_name = "FILE", requires = "webhook_key")]
@@ -99,7 +105,14 @@ pub struct Args {
 }
 
 pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
-    let config = match kubeconfig {
+    let config = config(kubeconfig).await?;
+    kube::Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
+}
+
+/// The cluster configuration: `kubeconfig`, else the in-cluster service account or
+/// $KUBECONFIG / ~/.kube/config.
+pub async fn config(kubeconfig: Option<&PathBuf>) -> Result<kube::Config, String> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -110,8 +123,7 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String
         None => kube::Config::infer()
             .await
             .map_err(|e| format!("no cluster configuration found: {e}"))?,
-    };
-    kube::Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
+    })
 }
 
 fn identity(args: &Args) -> String {
@@ -136,7 +148,14 @@ async fn serve(args: &Args) -> Result<(), String> {
             args.lease_renew_grace_seconds, args.lease_duration_seconds
         ));
     }
-    let client = client(args.kubeconfig.as_ref()).await?;
+    // Watches without a read timeout (kube's watcher ends a silent one), writes with connect
+    // and read timeouts and a deadline each: a stalled API server delays, never stops, passes.
+    let clients = ApiClients::new(
+        config(args.kubeconfig.as_ref()).await?,
+        ApiTimeouts::default(),
+    )
+    .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+    let client = clients.write.clone();
     let telemetry = Arc::new(Telemetry::new());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     // The handlers are installed here, before any port is bound.
@@ -243,6 +262,7 @@ async fn serve(args: &Args) -> Result<(), String> {
         scrape: ScrapeConfig {
             timeout: Duration::from_millis(args.scrape_timeout_ms),
             concurrency: args.scrape_concurrency as usize,
+            max_bytes_in_flight: args.scrape_max_mib_in_flight * 1024 * 1024,
             tls_insecure: args.scrape_tls_insecure,
             ca_pem,
             ..ScrapeConfig::default()
@@ -255,8 +275,8 @@ async fn serve(args: &Args) -> Result<(), String> {
         leader_elect = args.leader_elect,
         "controller starting"
     );
-    let result = runtime::run(
-        client,
+    let result = runtime::run_with(
+        clients,
         config,
         telemetry,
         election.leader.clone(),

@@ -1,0 +1,284 @@
+//! A slow engine delays only its own scaler: scrapes are bounded by the metrics source, the
+//! pass permit covers planning and writes only; and a pass parses each page as it arrives
+//! rather than holding every page until the slowest has answered. Paused Tokio time makes the
+//! delays exact.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Pod;
+use mds_api::ModelDeploymentScaler;
+use mds_api::status::ModelDeploymentScalerStatus;
+use mds_api::target::ModelDeployment;
+use mds_core::{Event, PatchOp};
+use mds_operator::sampler::sample;
+use mds_operator::{
+    Cluster, FINALIZER, MetricsSource, ScalerKey, ScrapeError, Snapshot, Worker, WriteError,
+};
+use mds_signals::SampleStore;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+fn page(running: u64) -> String {
+    format!(
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} {running}\n\
+         # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} 0\n\
+         # TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{{model_name=\"m\"}} 1000\n\
+         # TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{{model_name=\"m\"}} 500\n"
+    )
+}
+
+/// Engines whose pages take a set time to arrive; every page read is recorded with the moment
+/// it was parsed.
+#[derive(Default)]
+struct Engines {
+    delays: BTreeMap<String, Duration>,
+    parsed: Mutex<Vec<(String, Instant)>>,
+    whole_pages: Mutex<usize>,
+}
+
+impl MetricsSource for Engines {
+    async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
+        *self.whole_pages.lock().unwrap() += 1;
+        let delay = self.delays.get(url).copied().unwrap_or_default();
+        tokio::time::sleep(delay).await;
+        Ok(page(3))
+    }
+
+    async fn fetch_with<T, F>(&self, url: &str, parse: F) -> Result<T, ScrapeError>
+    where
+        T: Send,
+        F: FnOnce(&str) -> T + Send,
+    {
+        let delay = self.delays.get(url).copied().unwrap_or_default();
+        tokio::time::sleep(delay).await;
+        let parsed = parse(&page(3));
+        self.parsed
+            .lock()
+            .unwrap()
+            .push((url.to_string(), Instant::now()));
+        Ok(parsed)
+    }
+}
+
+fn url(ip: &str) -> String {
+    format!("http://{ip}:8000/metrics")
+}
+
+fn pod(target: &str, ordinal: u32, ip: &str) -> Value {
+    json!({
+        "metadata": {"name": format!("{target}-server-{ordinal}"), "namespace": "ns",
+            "uid": format!("{target}-pod-{ordinal}"),
+            "labels": {"app.kubernetes.io/name": "model-deployment", "app.kubernetes.io/instance": target,
+                "app.kubernetes.io/component": "server", "modeldeployment.gpustack.ai/pod-ordinal": ordinal.to_string()},
+            "annotations": {"prometheus.io/port": "8000"}},
+        "status": {"podIP": ip, "conditions": [
+            {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
+    })
+}
+
+fn target(name: &str, replicas: u32) -> Value {
+    json!({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": "ns", "uid": format!("md-{name}"), "generation": 1, "resourceVersion": "1"},
+        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
+            "roles": [{"name": "server", "replicas": replicas, "instanceType": "h100"}]}
+    })
+}
+
+/// A scaler, its target and the target's Pods.
+type Objects = (Value, Value, Vec<Value>);
+
+/// Scalers in Shadow mode (they plan and write status, never the target), one Pod each.
+#[derive(Default)]
+struct Scalers {
+    objects: Mutex<BTreeMap<String, Objects>>,
+    status_writes: Mutex<usize>,
+}
+
+impl Scalers {
+    fn add(&self, name: &str, ip: &str) {
+        let scaler = json!({
+            "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("scaler-{name}"), "generation": 1,
+                "resourceVersion": "1", "finalizers": [FINALIZER]},
+            "spec": {"targetRef": {"name": name}, "mode": "Shadow",
+                "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
+                "algorithm": {"proportional": {"metric": "QueueDepth", "roleTargets": [{"name": "server", "target": "10"}]}}}
+        });
+        self.objects.lock().unwrap().insert(
+            name.to_string(),
+            (scaler, target(name, 1), vec![pod(name, 0, ip)]),
+        );
+    }
+}
+
+impl Cluster for Scalers {
+    async fn snapshot(&self, key: &ScalerKey) -> Option<Snapshot> {
+        let objects = self.objects.lock().unwrap();
+        let (scaler, target, pods) = objects.get(&key.name)?;
+        Some(Snapshot {
+            scaler: Arc::new(serde_json::from_value(scaler.clone()).unwrap()),
+            target: Some(Arc::new(serde_json::from_value(target.clone()).unwrap())),
+            pods: pods
+                .iter()
+                .map(|p| Arc::new(serde_json::from_value::<Pod>(p.clone()).unwrap()))
+                .collect(),
+            workloads: None,
+        })
+    }
+
+    async fn patch_target(
+        &self,
+        _namespace: &str,
+        _target: &str,
+        _ops: &[PatchOp],
+    ) -> Result<ModelDeployment, WriteError> {
+        Err(WriteError::Refused(
+            "a Shadow scaler never writes its target".into(),
+        ))
+    }
+
+    async fn write_status(
+        &self,
+        scaler: &ModelDeploymentScaler,
+        status: &ModelDeploymentScalerStatus,
+    ) -> Result<ModelDeploymentScaler, WriteError> {
+        *self.status_writes.lock().unwrap() += 1;
+        let mut written = scaler.clone();
+        written.status = Some(status.clone());
+        Ok(written)
+    }
+
+    async fn set_finalizer(
+        &self,
+        scaler: &ModelDeploymentScaler,
+        _present: bool,
+    ) -> Result<ModelDeploymentScaler, WriteError> {
+        Ok(scaler.clone())
+    }
+
+    async fn emit(&self, _scaler: &ModelDeploymentScaler, _event: &Event) {}
+}
+
+fn key(name: &str) -> ScalerKey {
+    ScalerKey {
+        namespace: "ns".into(),
+        name: name.into(),
+    }
+}
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000).unwrap() + SignedDuration::from_secs(seconds)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_engine_holds_no_pass_permit_another_scaler_waits_for() {
+    let cluster = Scalers::default();
+    cluster.add("slow", "127.0.0.10");
+    cluster.add("fast", "127.0.0.20");
+    let engines = Engines {
+        delays: [(url("127.0.0.10"), Duration::from_secs(5))].into(),
+        ..Engines::default()
+    };
+    // One pass plans at a time.
+    let passes = Semaphore::new(1);
+    let (mut slow, mut fast) = (Worker::new(key("slow")), Worker::new(key("fast")));
+    let began = Instant::now();
+    let slow_pass = async {
+        slow.pass_bounded(&cluster, &engines, at(0), Some(&passes))
+            .await;
+        began.elapsed()
+    };
+    let fast_pass = async {
+        // The slow scaler's pass starts first and is waiting for its engine.
+        tokio::task::yield_now().await;
+        fast.pass_bounded(&cluster, &engines, at(0), Some(&passes))
+            .await;
+        began.elapsed()
+    };
+    let (slow_took, fast_took) = tokio::join!(slow_pass, fast_pass);
+    assert_eq!(
+        fast_took,
+        Duration::ZERO,
+        "the fast scaler waited for the slow engine"
+    );
+    assert_eq!(slow_took, Duration::from_secs(5));
+    assert_eq!(*cluster.status_writes.lock().unwrap(), 2, "both passes ran");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pass_samples_without_a_permit_and_plans_only_with_one() {
+    let cluster = Scalers::default();
+    cluster.add("a", "127.0.0.10");
+    let engines = Engines::default();
+    let passes = Semaphore::new(1);
+    let held = passes.acquire().await.unwrap();
+    let mut worker = Worker::new(key("a"));
+    let waited = tokio::time::timeout(
+        Duration::from_secs(60),
+        worker.pass_bounded(&cluster, &engines, at(0), Some(&passes)),
+    )
+    .await;
+    assert!(waited.is_err(), "the pass planned without a permit");
+    assert_eq!(
+        engines.parsed.lock().unwrap().len(),
+        1,
+        "it sampled meanwhile"
+    );
+    assert_eq!(*cluster.status_writes.lock().unwrap(), 0);
+    drop(held);
+    worker
+        .pass_bounded(&cluster, &engines, at(15), Some(&passes))
+        .await;
+    assert_eq!(*cluster.status_writes.lock().unwrap(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_page_is_parsed_as_it_arrives() {
+    let ips = ["127.0.0.10", "127.0.0.11", "127.0.0.12"];
+    let pods: Vec<Arc<Pod>> = ips
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| Arc::new(serde_json::from_value(pod("llm", i as u32, ip)).unwrap()))
+        .collect();
+    let md: ModelDeployment = serde_json::from_value(target("llm", 3)).unwrap();
+    let engines = Engines {
+        delays: [(url(ips[2]), Duration::from_secs(5))].into(),
+        ..Engines::default()
+    };
+    let began = Instant::now();
+    let sampling = sample(&engines, &mut SampleStore::default(), &md, &pods, 15, at(0)).await;
+    assert_eq!(
+        *engines.whole_pages.lock().unwrap(),
+        0,
+        "no page was kept whole"
+    );
+    let parsed: BTreeMap<String, Duration> = engines
+        .parsed
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(url, when)| (url.clone(), when.duration_since(began)))
+        .collect();
+    assert_eq!(
+        parsed,
+        [
+            (url(ips[0]), Duration::ZERO),
+            (url(ips[1]), Duration::ZERO),
+            (url(ips[2]), Duration::from_secs(5)),
+        ]
+        .into(),
+        "a page waits for no other"
+    );
+    assert_eq!(sampling.scrapes.len(), 3);
+    assert!(sampling.scrapes.iter().all(|s| s.error.is_none()));
+    assert_eq!(
+        sampling.observations["server"].running_requests,
+        Some(9.0),
+        "three pages of 3 running requests"
+    );
+}
