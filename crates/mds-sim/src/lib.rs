@@ -45,6 +45,6 @@ pub use engine::{EngineFlavor, EngineProfile, EngineState, WorkKind};
 pub use load::{Arrivals, Load, LoadProfile, Trace};
 pub use world::{
     DeploymentKey, InstanceState, InstanceView, MODEL_DEPLOYMENT_API_VERSION,
-    POD_GROUP_TOTAL_COUNT, PodPhase, PodView, QuotaUsage, RetirementBudgets, RetirementStep,
-    RoleSettings, World, WorldConfig, WorldError, WorldEvent, loopback_ip,
+    POD_GROUP_TOTAL_COUNT, PageSource, PodPhase, PodView, QuotaUsage, RetirementBudgets,
+    RetirementStep, RoleSettings, World, WorldConfig, WorldError, WorldEvent, loopback_ip,
 };

@@ -2,6 +2,11 @@
 //! address and annotated port, answering `GET /metrics` with the page the world renders at that
 //! moment (503 while the engine is not serving).
 //!
+//! Each listener knows its Pod's deployment (a slot belongs to one Pod for good), so a scrape
+//! brings only that deployment to now and takes its engine's state out of the world under the
+//! lock; the page is rendered after the lock is released. At 16,000 Pods a page that scanned the
+//! world and rendered under the lock held every other scrape and the mirror behind it.
+//!
 //! Why a listener per Pod rather than one per port that routes by the connection's local
 //! address: a port-wide listener would have to bind `0.0.0.0` (Linux cannot bind all of
 //! 127.0.0.0/8 at once), which would expose the pages beyond the machine and clash with
@@ -18,7 +23,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use jiff::Timestamp;
-use mds_sim::PodView;
+use mds_sim::{DeploymentKey, PodView};
 use tokio::task::JoinHandle;
 
 use super::Shared;
@@ -35,6 +40,7 @@ impl Listeners {
     /// Listens for every running Pod, stops listening for Pods that are gone or stopped.
     pub fn reconcile(&mut self, pods: &[PodView], shared: &Arc<Shared>) {
         let mut wanted: BTreeMap<u32, SocketAddr> = BTreeMap::new();
+        let mut deployments: BTreeMap<u32, &DeploymentKey> = BTreeMap::new();
         for pod in pods {
             let Some(ip) = pod
                 .pod_ip
@@ -44,6 +50,7 @@ impl Listeners {
                 continue;
             };
             wanted.insert(pod.ip_slot, SocketAddr::new(ip, pod.metrics_port));
+            deployments.insert(pod.ip_slot, &pod.deployment);
         }
         self.serving.retain(|slot, (address, task)| {
             let keep = wanted.get(slot) == Some(address);
@@ -58,7 +65,12 @@ impl Listeners {
             if self.serving.contains_key(&slot) || self.failed.contains_key(&slot) {
                 continue;
             }
-            match listen(address, slot, shared.clone()) {
+            let page = Page {
+                shared: shared.clone(),
+                slot,
+                deployment: deployments[&slot].clone(),
+            };
+            match listen(address, page) {
                 Ok(task) => {
                     self.serving.insert(slot, (address, task));
                 }
@@ -85,29 +97,35 @@ impl Drop for Listeners {
 struct Page {
     shared: Arc<Shared>,
     slot: u32,
+    /// The deployment of the Pod at `slot`.
+    deployment: DeploymentKey,
 }
 
-fn listen(address: SocketAddr, slot: u32, shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
+fn listen(address: SocketAddr, page: Page) -> std::io::Result<JoinHandle<()>> {
     let listener = std::net::TcpListener::bind(address)?;
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .with_state(Page { shared, slot });
+        .with_state(page);
     Ok(tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     }))
 }
 
 async fn metrics(State(page): State<Page>) -> Response {
-    let rendered = {
+    let source = {
         let mut state = page.shared.lock();
         // The page as of now, not of the last tick, so two scrapes give exact rates; only
         // this Pod's deployment is brought to now, which keeps a scrape's cost independent of
         // the size of the world.
         let now = Timestamp::now().max(state.world.now());
-        state.world.metrics_page_at_slot_as_of(page.slot, now)
+        state
+            .world
+            .page_source_as_of(&page.deployment, page.slot, now)
     };
+    // Rendered without the world: other scrapes and the mirror go on meanwhile.
+    let rendered = source.map(|s| s.render());
     // vLLM and SGLang (uvicorn) close a connection idle for 5 s, less than any scrape interval
     // (5 s at least), so a scraper opens a new connection for every scrape; closing at once
     // does the same and keeps the stand-in at one descriptor per Pod.

@@ -34,6 +34,7 @@ pub use views::{
     PodView,
 };
 
+use crate::engine::EngineState;
 use crate::exposition::{PageContext, render};
 use crate::load::{Arrivals, LoadProfile};
 use deployment::{AssignedLoad, Deployment};
@@ -420,11 +421,13 @@ impl World {
     /// The `/metrics` page of a Pod, or `None` when it does not answer.
     pub fn metrics_page(&self, namespace: &str, pod_name: &str) -> Option<String> {
         self.find_member(|dep, m| dep.key.namespace == namespace && m.name == pod_name)
+            .map(|source| source.render())
     }
 
     /// The `/metrics` page served at an address slot (see [`PodView::ip_slot`]).
     pub fn metrics_page_at_slot(&self, slot: u32) -> Option<String> {
         self.find_member(|_, m| m.ip_slot == slot)
+            .map(|source| source.render())
     }
 
     /// The page at an address slot as of `now`: the engines of that Pod's deployment serve the
@@ -438,31 +441,39 @@ impl World {
                 .any(|(_, i)| i.members.iter().any(|m| m.ip_slot == slot))
                 .then(|| key.clone())
         })?;
-        let dep = self.deployments.get_mut(&key).expect("found above");
+        self.page_source_as_of(&key, slot, now)
+            .map(|source| source.render())
+    }
+
+    /// What the page at an address slot of deployment `key` is rendered from, as of `now`
+    /// (see [`World::metrics_page_at_slot_as_of`]). A slot belongs to one Pod for good, so a
+    /// server that knows a slot's deployment looks up that deployment only, and renders the
+    /// page with [`PageSource::render`] without holding the world. `None` when the
+    /// deployment has no Pod at `slot` any more or its Pod does not answer.
+    pub fn page_source_as_of(
+        &mut self,
+        key: &DeploymentKey,
+        slot: u32,
+        now: Timestamp,
+    ) -> Option<PageSource> {
+        let dep = self.deployments.get_mut(key)?;
+        if !dep
+            .instances()
+            .any(|(_, i)| i.members.iter().any(|m| m.ip_slot == slot))
+        {
+            return None;
+        }
         serving::serve(dep, now, &self.config);
-        self.metrics_page_at_slot(slot)
+        member_source(dep, &self.config, |m| m.ip_slot == slot)?
     }
 
     fn find_member(
         &self,
         wanted: impl Fn(&Deployment, &instance::Member) -> bool,
-    ) -> Option<String> {
+    ) -> Option<PageSource> {
         for dep in self.deployments.values() {
-            for (role, i) in dep.instances() {
-                for m in &i.members {
-                    if wanted(dep, m) {
-                        let view = views::pod_view(dep, role, i, m, &self.config);
-                        let engine = i.engine.as_ref().filter(|_| view.serves_metrics)?;
-                        let model = dep.object.metadata.name.as_deref().unwrap_or_default();
-                        let context = PageContext { model_name: model };
-                        if i.shape.load_balance == LoadBalance::External {
-                            // Each member serves its share of the instance's work.
-                            let share = engine.member_share(m.index, i.shape.size);
-                            return Some(render(&share, &context));
-                        }
-                        return Some(render(engine, &context));
-                    }
-                }
+            if let Some(found) = member_source(dep, &self.config, |m| wanted(dep, m)) {
+                return found;
             }
         }
         None
@@ -472,6 +483,54 @@ impl World {
     pub fn take_events(&mut self) -> Vec<WorldEvent> {
         std::mem::take(&mut self.events)
     }
+}
+
+/// What one Pod's `/metrics` page is rendered from, taken out of the world.
+#[derive(Clone, Debug)]
+pub struct PageSource {
+    engine: EngineState,
+    model_name: String,
+}
+
+impl PageSource {
+    /// The page text.
+    pub fn render(&self) -> String {
+        render(
+            &self.engine,
+            &PageContext {
+                model_name: &self.model_name,
+            },
+        )
+    }
+}
+
+/// The page source of the first member of `dep` that `wanted` picks: `None` when it picks
+/// none, `Some(None)` when the member it picks does not answer.
+fn member_source(
+    dep: &Deployment,
+    config: &WorldConfig,
+    wanted: impl Fn(&instance::Member) -> bool,
+) -> Option<Option<PageSource>> {
+    for (role, i) in dep.instances() {
+        for m in &i.members {
+            if !wanted(m) {
+                continue;
+            }
+            let view = views::pod_view(dep, role, i, m, config);
+            let Some(engine) = i.engine.as_ref().filter(|_| view.serves_metrics) else {
+                return Some(None);
+            };
+            let engine = if i.shape.load_balance == LoadBalance::External {
+                // Each member serves its share of the instance's work.
+                engine.member_share(m.index, i.shape.size)
+            } else {
+                engine.clone()
+            };
+            let model_name = dep.object.metadata.name.clone().unwrap_or_default();
+            return Some(Some(PageSource { engine, model_name }));
+        }
+    }
+    None
 }
 
 fn validate_deployment(md: &ModelDeployment) -> Result<DeploymentKey, WorldError> {
