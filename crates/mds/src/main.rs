@@ -75,7 +75,7 @@ enum Command {
     /// default) only the Lease holder plans and writes.
     ///
     /// Exit status: 0 after a clean shutdown (SIGTERM or Ctrl-C), 1 when it cannot start.
-    Controller(commands::controller::Args),
+    Controller(Box<commands::controller::Args>),
     /// Serve the admission webhooks over TLS.
     ///
     /// Three endpoints for the API server: /mutate/modeldeploymentscalers stores the defaults
