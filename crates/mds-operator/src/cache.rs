@@ -5,9 +5,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use kube::runtime::watcher::Event;
+use tokio::time::Instant;
+
+/// How long after a watch error a cache counts as behind when no event has come since: a
+/// watch that keeps failing reports again within kube's backoff (at most 30 s), and one that
+/// resumed quietly is trusted again after this.
+pub const WATCH_ERROR_GRACE: Duration = Duration::from_secs(60);
 
 /// The group an object belongs to: (namespace, key).
 pub type GroupKey = (String, String);
@@ -18,6 +25,8 @@ pub struct Cache<K> {
     group_of: fn(&K) -> Option<GroupKey>,
     inner: RwLock<Inner<K>>,
     synced: AtomicBool,
+    /// The last watch error not followed by an event.
+    failed_at: Mutex<Option<Instant>>,
 }
 
 struct Inner<K> {
@@ -52,6 +61,7 @@ impl<K: kube::Resource + Clone> Cache<K> {
             group_of,
             inner: RwLock::new(Inner::default()),
             synced: AtomicBool::new(false),
+            failed_at: Mutex::new(None),
         }
     }
 
@@ -65,8 +75,25 @@ impl<K: kube::Resource + Clone> Cache<K> {
         self.synced.load(Ordering::Acquire)
     }
 
+    /// Keeps up with the API server: synced, no relist in progress, and no watch error in the
+    /// last [`WATCH_ERROR_GRACE`] without an event since.
+    pub fn current(&self, now: Instant) -> bool {
+        let relisting = self.inner.read().expect("cache lock").relist.is_some();
+        let failed_at = *self.failed_at.lock().expect("cache error lock");
+        self.synced()
+            && !relisting
+            && failed_at.is_none_or(|at| now.saturating_duration_since(at) >= WATCH_ERROR_GRACE)
+    }
+
+    /// The watch failed at `now` (it retries with backoff).
+    pub fn watch_failed(&self, now: Instant) {
+        *self.failed_at.lock().expect("cache error lock") = Some(now);
+    }
+
     /// Applies one watch event; returns the objects it touched (for wake-ups).
     pub fn apply(&self, event: Event<K>) -> Vec<K> {
+        // Any event means the watch is flowing again.
+        *self.failed_at.lock().expect("cache error lock") = None;
         let mut inner = self.inner.write().expect("cache lock");
         match event {
             Event::Init => {
@@ -204,6 +231,34 @@ mod tests {
             .as_ref()?
             .get("app.kubernetes.io/instance")?;
         Some((p.metadata.namespace.clone()?, instance.clone()))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cache_is_current_while_it_keeps_up_with_the_api_server() {
+        let cache = Cache::new(by_instance);
+        let now = Instant::now;
+        assert!(!cache.current(now()), "before the first list");
+        cache.apply(Event::Init);
+        cache.apply(Event::InitApply(pod("a", "llm")));
+        assert!(!cache.current(now()), "while the first list arrives");
+        cache.apply(Event::InitDone);
+        assert!(cache.current(now()));
+        // A relist (after the watch desynced) leaves it behind until it completes.
+        cache.apply(Event::Init);
+        assert!(!cache.current(now()));
+        cache.apply(Event::InitDone);
+        assert!(cache.current(now()));
+        // A failing watch: behind until an event arrives, or the grace passes without a
+        // further error (a watch that resumed quietly).
+        cache.watch_failed(now());
+        assert!(!cache.current(now()));
+        cache.apply(Event::Apply(pod("b", "llm")));
+        assert!(cache.current(now()), "events flow again");
+        cache.watch_failed(now());
+        tokio::time::advance(WATCH_ERROR_GRACE - Duration::from_secs(1)).await;
+        assert!(!cache.current(now()));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(cache.current(now()));
     }
 
     #[test]

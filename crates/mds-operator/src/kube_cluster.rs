@@ -29,8 +29,9 @@ pub struct Caches {
     pub targets: Cache<ModelDeployment>,
     /// Pods by (namespace, `app.kubernetes.io/instance`), i.e. by target.
     pub pods: Cache<Pod>,
-    /// `None` when the Kueue Workload API is not served (D4).
-    pub workloads: Option<Cache<Workload>>,
+    /// Used while the Kueue Workload API is served (D4); see [`Caches::workloads`].
+    workloads: Cache<Workload>,
+    workloads_served: AtomicBool,
 }
 
 /// Files a Pod under its target.
@@ -45,8 +46,27 @@ impl Caches {
             scalers: Cache::by_name(),
             targets: Cache::by_name(),
             pods: Cache::new(pod_group),
-            workloads: workloads_served.then(Cache::by_name),
+            workloads: Cache::by_name(),
+            workloads_served: AtomicBool::new(workloads_served),
         }
+    }
+
+    /// The Workload cache, `None` while the Kueue Workload API is not served (D4 then reads
+    /// admission from `PodScheduled`).
+    pub fn workloads(&self) -> Option<&Cache<Workload>> {
+        self.workloads_served
+            .load(Ordering::Acquire)
+            .then_some(&self.workloads)
+    }
+
+    /// The Workload API has appeared: admission follows Workloads from now on.
+    pub fn serve_workloads(&self) {
+        self.workloads_served.store(true, Ordering::Release);
+    }
+
+    /// The Workload cache, to be fed once the API is served.
+    pub fn workload_cache(&self) -> &Cache<Workload> {
+        &self.workloads
     }
 
     /// Every cache has its first complete list.
@@ -54,7 +74,15 @@ impl Caches {
         self.scalers.synced()
             && self.targets.synced()
             && self.pods.synced()
-            && self.workloads.as_ref().is_none_or(Cache::synced)
+            && self.workloads().is_none_or(Cache::synced)
+    }
+
+    /// Every cache keeps up with the API server ([`Cache::current`]): what `/readyz` reports.
+    pub fn current(&self, now: tokio::time::Instant) -> bool {
+        self.scalers.current(now)
+            && self.targets.current(now)
+            && self.pods.current(now)
+            && self.workloads().is_none_or(|c| c.current(now))
     }
 
     /// One scaler's snapshot from the caches.
@@ -63,7 +91,7 @@ impl Caches {
         let target_name = scaler.spec.target_ref.name.clone();
         let target = self.targets.get(&key.namespace, &target_name);
         let pods = self.pods.group(&key.namespace, &target_name);
-        let workloads = self.workloads.as_ref().map(|cache| {
+        let workloads = self.workloads().map(|cache| {
             let mut names: Vec<&str> = pods
                 .iter()
                 .filter_map(|p| p.metadata.labels.as_ref()?.get(labels::POD_GROUP_NAME))

@@ -37,6 +37,9 @@ pub struct LeaseConfig {
 /// Whether this replica leads, and the task that keeps or seeks the lease.
 pub struct Election {
     pub leader: watch::Receiver<bool>,
+    /// False while the manager holds the lease but the gate cannot confirm it (a replica cut
+    /// off from the API server): what `/readyz` follows.
+    pub healthy: watch::Receiver<bool>,
     task: Option<JoinHandle<Result<kube_lease_manager::LeaseManager, LeaseManagerError>>>,
     gate: Option<JoinHandle<()>>,
     /// Keeps the channel open when there is no election.
@@ -48,7 +51,8 @@ impl Election {
     pub fn single() -> Election {
         let (tx, rx) = watch::channel(true);
         Election {
-            leader: rx,
+            leader: rx.clone(),
+            healthy: rx,
             task: None,
             gate: None,
             _always: Some(tx),
@@ -79,9 +83,11 @@ impl Election {
             }
         };
         let (tx, leader) = watch::channel(*held.borrow());
-        let gate = tokio::spawn(confirm_lease(held, tx, duration, read));
+        let (healthy_tx, healthy) = watch::channel(true);
+        let gate = tokio::spawn(confirm_lease(held, tx, healthy_tx, duration, read));
         Ok(Election {
             leader,
+            healthy,
             task: Some(task),
             gate: Some(gate),
             _always: None,
@@ -92,9 +98,13 @@ impl Election {
     /// expire. Every other receiver of `leader` must be dropped first.
     pub async fn release(self) {
         let Election {
-            leader, task, gate, ..
+            leader,
+            healthy,
+            task,
+            gate,
+            ..
         } = self;
-        drop(leader);
+        drop((leader, healthy));
         // The gate holds the manager's receiver: the manager releases once it is gone.
         if let Some(gate) = gate {
             gate.abort();
@@ -136,10 +146,12 @@ pub fn still_leads(
 
 /// Mirrors `held` (the manager's flag) into `leader` while reads of the lease (`read`:
 /// `Some(true)` confirms, `Some(false)` denies, `None` could not read) keep confirming it,
-/// checking a few times per lease duration. Ends when either channel closes.
+/// checking a few times per lease duration; `healthy` is false while the manager holds a lease
+/// the reads do not confirm. Ends when either channel closes.
 pub async fn confirm_lease<F, R>(
     mut held: watch::Receiver<bool>,
     leader: watch::Sender<bool>,
+    healthy: watch::Sender<bool>,
     duration: Duration,
     read: R,
 ) where
@@ -183,6 +195,10 @@ pub async fn confirm_lease<F, R>(
             }
             let _ = leader.send(leads);
         }
+        healthy.send_if_modified(|h| {
+            let now = leads || !*held.borrow();
+            std::mem::replace(h, now) != now
+        });
     }
 }
 
@@ -211,8 +227,14 @@ mod tests {
         let fifteen = Duration::from_secs(15);
         let ago = |s: i64| now - jiff::SignedDuration::from_secs(s);
         assert!(confirms(&lease("a", ago(5)), "a", now, fifteen));
-        assert!(!confirms(&lease("a", ago(20)), "a", now, fifteen), "expired");
-        assert!(!confirms(&lease("b", ago(1)), "a", now, fifteen), "another holder");
+        assert!(
+            !confirms(&lease("a", ago(20)), "a", now, fifteen),
+            "expired"
+        );
+        assert!(
+            !confirms(&lease("b", ago(1)), "a", now, fifteen),
+            "another holder"
+        );
         assert!(!confirms(&Lease::default(), "a", now, fifteen));
     }
 
@@ -237,20 +259,35 @@ mod tests {
     async fn the_flag_expires_when_the_lease_cannot_be_confirmed_and_returns_when_it_is() {
         let (held_tx, held) = watch::channel(true);
         let (tx, leader) = watch::channel(true);
+        let (healthy_tx, healthy) = watch::channel(true);
         let answer = Arc::new(AtomicU8::new(0));
         let duration = Duration::from_secs(15);
-        tokio::spawn(confirm_lease(held, tx, duration, reader(answer.clone())));
+        tokio::spawn(confirm_lease(
+            held,
+            tx,
+            healthy_tx,
+            duration,
+            reader(answer.clone()),
+        ));
         // Renewals fail (nothing can be read) while the manager still says it leads.
         tokio::time::sleep(Duration::from_secs(14)).await;
         settle().await;
-        assert!(*leader.borrow(), "within one lease duration of the acquisition");
+        assert!(
+            *leader.borrow(),
+            "within one lease duration of the acquisition"
+        );
         tokio::time::sleep(Duration::from_secs(5)).await;
         settle().await;
         assert!(!*leader.borrow(), "a lease duration without confirmation");
+        assert!(
+            !*healthy.borrow(),
+            "holding a lease it cannot confirm: not ready"
+        );
         answer.store(1, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_secs(4)).await;
         settle().await;
         assert!(*leader.borrow(), "confirmed again");
+        assert!(*healthy.borrow());
         // Another holder: down at the next read, whatever the manager says.
         answer.store(2, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_secs(4)).await;
@@ -264,5 +301,6 @@ mod tests {
         held_tx.send(false).unwrap();
         settle().await;
         assert!(!*leader.borrow());
+        assert!(*healthy.borrow(), "a standby is healthy");
     }
 }

@@ -115,6 +115,7 @@ fn target_api(
 fn feed<K>(
     stream: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
     cache: impl Fn(Event<K>) -> Vec<K> + Send + 'static,
+    failed: impl Fn() + Send + 'static,
     touched: impl Fn(K) + Send + 'static,
 ) -> tokio::task::JoinHandle<()>
 where
@@ -129,7 +130,11 @@ where
                         touched(object);
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+                Err(e) => {
+                    // The cache falls behind: /readyz says so until the watch flows again.
+                    failed();
+                    tracing::warn!(error = %e, "watch failed; retrying");
+                }
             }
         }
     })
@@ -146,12 +151,44 @@ fn watch_into<K>(
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    let caches = caches.clone();
+    let (caches, failing) = (caches.clone(), caches.clone());
     feed(
         watcher::watcher(api, config).modify(trim),
         move |event| pick(&caches).apply(event),
+        move || pick(&failing).watch_failed(Instant::now()),
         touched,
     )
+}
+
+/// How often a controller without the Kueue Workload API looks for it again.
+pub const WORKLOAD_DISCOVERY_EVERY: Duration = Duration::from_secs(60);
+
+/// Asks `discover` every [`WORKLOAD_DISCOVERY_EVERY`] whether the Workload API is served, and
+/// once it is, marks it served and runs `start` (the Workload watch). Kueue installed after the
+/// controller then takes over admission (D4) without a restart.
+pub async fn discover_workloads<D, F, S>(discover: D, start: S)
+where
+    D: Fn() -> F,
+    F: std::future::Future<Output = Result<bool, RuntimeError>>,
+    S: FnOnce(),
+{
+    let mut ticks = tokio::time::interval(WORKLOAD_DISCOVERY_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        match discover().await {
+            Ok(true) => {
+                tracing::info!(
+                    "the Kueue Workload API is served now: admission follows Workloads (D4)"
+                );
+                start();
+                return;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::debug!(error = %e, "looking for the Kueue Workload API failed"),
+        }
+    }
 }
 
 /// Runs the controller until `shutdown` turns true. Passes run while `leader` is true. One
@@ -244,15 +281,39 @@ pub async fn run_with(
         trim_pod,
         |_| {},
     ));
-    if caches.workloads.is_some() {
-        watches.push(watch_into(
-            api::<Workload>(&client, ns),
-            watcher::Config::default(),
-            &caches,
-            |c| c.workloads.as_ref().expect("served"),
-            trim_managed_fields,
-            |_| {},
-        ));
+    let workload_watch = {
+        let (client, caches) = (client.clone(), caches.clone());
+        let ns = ns.map(str::to_string);
+        move || {
+            watch_into(
+                api::<Workload>(&client, ns.as_deref()),
+                watcher::Config::default(),
+                &caches,
+                |c| c.workload_cache(),
+                trim_managed_fields,
+                |_| {},
+            )
+        }
+    };
+    if caches.workloads().is_some() {
+        watches.push(workload_watch());
+    } else {
+        let (client, caches) = (client.clone(), caches.clone());
+        watches.push(tokio::spawn(async move {
+            let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+            discover_workloads(
+                || workloads_served(&client),
+                || {
+                    caches.serve_workloads();
+                    let _ = started_tx.send(workload_watch());
+                },
+            )
+            .await;
+            // Keeps the watch for as long as this task lives (aborted at shutdown).
+            if let Ok(watch) = started_rx.await {
+                let _ = watch.await;
+            }
+        }));
     }
     // Mirror the leader state for the writers' gate. Aborted at shutdown: its receiver
     // would otherwise keep the lease manager from releasing the lease.
@@ -275,16 +336,26 @@ pub async fn run_with(
     };
     let mut workers: HashMap<ScalerKey, Arc<Notify>> = HashMap::new();
     let mut tasks = tokio::task::JoinSet::new();
+    let mut task_keys: HashMap<tokio::task::Id, ScalerKey> = HashMap::new();
     let mut by_target: HashMap<(String, String), BTreeSet<ScalerKey>> = HashMap::new();
     let mut shutdown_rx = shutdown.clone();
     let mut ready_tick = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
             _ = shutdown_rx.wait_for(|s| *s) => break,
-            _ = ready_tick.tick(), if !telemetry.ready.load(Ordering::Acquire) => {
-                telemetry.ready.store(caches.synced(), Ordering::Release);
+            _ = ready_tick.tick() => {
+                // Ready while every cache keeps up and the lease, when held, is confirmed.
+                let ready = caches.current(Instant::now())
+                    && telemetry.lease_healthy.load(Ordering::Acquire);
+                telemetry.ready.store(ready, Ordering::Release);
             }
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            Some(ended) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                if let Some(key) = ended_worker(ended, &mut task_keys, &telemetry) {
+                    // A worker that panicked outside its caught pass: start it again, from
+                    // status, as its scaler is still there.
+                    let _ = tx.send(Message::Done(key));
+                }
+            }
             Some(message) = rx.recv() => match message {
                 Message::Scaler { key, uid, target } => {
                     by_target
@@ -293,7 +364,8 @@ pub async fn run_with(
                         .insert(key.clone());
                     let notify = workers.entry(key.clone()).or_insert_with(|| {
                         let notify = Arc::new(Notify::new());
-                        tasks.spawn(worker_task(key.clone(), uid, shared.clone(), notify.clone(), tx.clone()));
+                        let task = tasks.spawn(worker_task(key.clone(), uid, shared.clone(), notify.clone(), tx.clone()));
+                        task_keys.insert(task.id(), key.clone());
                         notify
                     });
                     notify.notify_one();
@@ -334,6 +406,31 @@ pub async fn run_with(
     mirror.abort();
     let _ = mirror.await;
     Ok(())
+}
+
+/// Files a worker task's end: `Some(key)` when it panicked (counted in
+/// `mds_worker_restarts_total`), to be started again; a worker that returns has sent `Done`.
+fn ended_worker(
+    ended: Result<(tokio::task::Id, ()), tokio::task::JoinError>,
+    task_keys: &mut HashMap<tokio::task::Id, ScalerKey>,
+    telemetry: &Telemetry,
+) -> Option<ScalerKey> {
+    match ended {
+        Ok((id, ())) => {
+            task_keys.remove(&id);
+            None
+        }
+        Err(e) => {
+            let key = task_keys.remove(&e.id())?;
+            if e.is_panic() {
+                telemetry.worker_restarts.inc();
+                tracing::error!(scaler = %key, "the worker task panicked; it starts again from status");
+                Some(key)
+            } else {
+                None
+            }
+        }
+    }
 }
 
 /// What may bring a pass forward, read from the caches.
@@ -472,5 +569,72 @@ fn log_pass(span: &tracing::Span, key: &ScalerKey, report: &crate::worker::PassR
     let failed = report.scrapes.iter().filter(|s| s.error.is_some()).count();
     if failed > 0 {
         tracing::debug!(scaler = %key, target, failed, total = report.scrapes.len(), "scrapes failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_workload_api_that_appears_later_is_found_and_watched_once() {
+        let asked = Arc::new(AtomicU32::new(0));
+        let started = Arc::new(AtomicU32::new(0));
+        let (a, s) = (asked.clone(), started.clone());
+        let discovery = tokio::spawn(discover_workloads(
+            move || {
+                let n = a.fetch_add(1, Ordering::SeqCst);
+                async move { Ok(n >= 2) }
+            },
+            move || {
+                s.fetch_add(1, Ordering::SeqCst);
+            },
+        ));
+        tokio::time::sleep(WORKLOAD_DISCOVERY_EVERY * 2 + Duration::from_secs(1)).await;
+        assert_eq!(started.load(Ordering::SeqCst), 0, "not served yet");
+        tokio::time::sleep(WORKLOAD_DISCOVERY_EVERY).await;
+        discovery.await.unwrap();
+        assert_eq!(started.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            3,
+            "no more lookups once found"
+        );
+    }
+
+    #[test]
+    fn caches_follow_workloads_once_the_api_is_served() {
+        let caches = Caches::new(false);
+        assert!(caches.workloads().is_none());
+        caches.serve_workloads();
+        assert!(caches.workloads().is_some());
+        assert!(!caches.synced(), "the Workload cache must sync too");
+    }
+
+    #[tokio::test]
+    async fn a_worker_task_that_panics_is_started_again_and_counted() {
+        let telemetry = Telemetry::new();
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut task_keys = HashMap::new();
+        let key = ScalerKey {
+            namespace: "ns".into(),
+            name: "llm".into(),
+        };
+        let task = tasks.spawn(async { panic!("a bug outside the pass") });
+        task_keys.insert(task.id(), key.clone());
+        let ended = tasks.join_next_with_id().await.unwrap();
+        assert_eq!(
+            ended_worker(ended, &mut task_keys, &telemetry),
+            Some(key.clone())
+        );
+        assert_eq!(telemetry.worker_restarts.get(), 1);
+        assert!(task_keys.is_empty());
+        // A worker that returns has said Done itself: nothing to restart.
+        let task = tasks.spawn(async {});
+        task_keys.insert(task.id(), key);
+        let ended = tasks.join_next_with_id().await.unwrap();
+        assert_eq!(ended_worker(ended, &mut task_keys, &telemetry), None);
+        assert_eq!(telemetry.worker_restarts.get(), 1);
     }
 }

@@ -74,6 +74,11 @@ pub struct Telemetry {
     pub scalers: Gauge,
     /// Watch caches hold their first complete lists.
     pub ready: AtomicBool,
+    /// False while the lease this replica holds cannot be confirmed (leader.rs): `/readyz`
+    /// follows it.
+    pub lease_healthy: AtomicBool,
+    /// Worker tasks that panicked outside a pass and were started again.
+    pub worker_restarts: Counter,
 }
 
 impl Default for Telemetry {
@@ -104,6 +109,8 @@ impl Telemetry {
             leader: Gauge::default(),
             scalers: Gauge::default(),
             ready: AtomicBool::new(false),
+            lease_healthy: AtomicBool::new(true),
+            worker_restarts: Counter::default(),
             registry: Registry::default(),
         };
         registry.register("passes", "Scaler passes run", t.passes.clone());
@@ -175,6 +182,11 @@ impl Telemetry {
             t.leader.clone(),
         );
         registry.register("scalers", "Scalers with a worker", t.scalers.clone());
+        registry.register(
+            "worker_restarts",
+            "Worker tasks that panicked outside a pass and were started again",
+            t.worker_restarts.clone(),
+        );
         Telemetry { registry, ..t }
     }
 

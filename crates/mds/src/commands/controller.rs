@@ -250,6 +250,21 @@ async fn serve(args: &Args) -> Result<(), String> {
     } else {
         Election::single()
     };
+    {
+        // /readyz turns false while the lease this replica holds cannot be confirmed.
+        let (mut healthy, telemetry) = (election.healthy.clone(), telemetry.clone());
+        tokio::spawn(async move {
+            loop {
+                let now = *healthy.borrow_and_update();
+                telemetry
+                    .lease_healthy
+                    .store(now, std::sync::atomic::Ordering::Release);
+                if healthy.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
     let ca_pem = match &args.scrape_ca_file {
         Some(path) => {
             Some(std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?)
