@@ -132,7 +132,10 @@ pub async fn sample<M: MetricsSource>(
             kind: &role.kind(),
             // The endpoints totals are estimated for and coverage is judged against (D9).
             ready_replicas: plan.required_ready
-                + optional_answered.get(role.name.as_str()).copied().unwrap_or(0),
+                + optional_answered
+                    .get(role.name.as_str())
+                    .copied()
+                    .unwrap_or(0),
             readings: &role_readings,
             interval_seconds,
             now,

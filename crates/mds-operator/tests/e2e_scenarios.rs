@@ -220,8 +220,12 @@ async fn replicas_of_two_pods_count_once_and_scale_down_with_every_member_annota
     };
     // 840 tokens per second per role: one replica's worth, with a few first tokens to read a
     // p95 from in every interval.
-    scene.standin.set_load(&scene.ns, "llm", Some("tp"), load(0.7));
-    scene.standin.set_load(&scene.ns, "llm", Some("dp"), load(0.7));
+    scene
+        .standin
+        .set_load(&scene.ns, "llm", Some("tp"), load(0.7));
+    scene
+        .standin
+        .set_load(&scene.ns, "llm", Some("dp"), load(0.7));
     let role = |name: &str, extra: &[&str]| {
         json!({"name": name, "kind": "Server", "replicas": 2, "size": 2,
             "instanceType": "h100", "extraArgs": extra})
@@ -238,20 +242,29 @@ async fn replicas_of_two_pods_count_once_and_scale_down_with_every_member_annota
         .unwrap();
     let running = start(scene.client.clone(), &scene.ns);
     // Two ready replicas of two Pods each are two replicas of capacity, fully covered.
-    let observed = eventually("both roles observed with two ready replicas", LONG, || async {
-        let s = scene.scalers.get("llm").await.ok()?;
-        let roles = &s.status.as_ref()?.roles;
-        let two = ["tp", "dp"].iter().all(|name| {
-            roles
-                .iter()
-                .any(|r| r.name == *name && r.ready_replicas == Some(2) && r.prompt_tokens_per_second.is_some())
-        });
-        two.then_some(s)
-    })
+    let observed = eventually(
+        "both roles observed with two ready replicas",
+        LONG,
+        || async {
+            let s = scene.scalers.get("llm").await.ok()?;
+            let roles = &s.status.as_ref()?.roles;
+            let two = ["tp", "dp"].iter().all(|name| {
+                roles.iter().any(|r| {
+                    r.name == *name
+                        && r.ready_replicas == Some(2)
+                        && r.prompt_tokens_per_second.is_some()
+                })
+            });
+            two.then_some(s)
+        },
+    )
     .await
     .unwrap();
     assert!(
-        status_of(&observed).roles.iter().all(|r| r.ready_replicas == Some(2)),
+        status_of(&observed)
+            .roles
+            .iter()
+            .all(|r| r.ready_replicas == Some(2)),
         "{:?}",
         status_of(&observed).roles
     );

@@ -392,16 +392,25 @@ fn members_serve_as_the_roles_load_balancing_says_and_the_status_reports_it() {
     assert_eq!(reported("tp").as_deref(), Some("Internal"));
     assert_eq!(reported("dp").as_deref(), Some("External"));
     let pages = |role: &str| -> Vec<Option<String>> {
-        let mut pods: Vec<_> = world.pods(&k).into_iter().filter(|p| p.role == role).collect();
+        let mut pods: Vec<_> = world
+            .pods(&k)
+            .into_iter()
+            .filter(|p| p.role == role)
+            .collect();
         pods.sort_by_key(|p| p.member_index);
-        pods.iter().map(|p| world.metrics_page_at_slot(p.ip_slot)).collect()
+        pods.iter()
+            .map(|p| world.metrics_page_at_slot(p.ip_slot))
+            .collect()
     };
     // Internal: the leader serves the whole instance; member 1 never answers.
     let tp = pages("tp");
     assert!(tp[0].is_some() && tp[1].is_none());
     // External: both members serve, each half of the instance's work.
     let dp = pages("dp");
-    let shares: Vec<f64> = dp.iter().map(|p| generated_tokens(p.as_ref().unwrap())).collect();
+    let shares: Vec<f64> = dp
+        .iter()
+        .map(|p| generated_tokens(p.as_ref().unwrap()))
+        .collect();
     let whole = generated_tokens(tp[0].as_ref().unwrap());
     assert!(whole > 0.0);
     assert!(

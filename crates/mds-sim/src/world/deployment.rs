@@ -8,9 +8,7 @@ use jiff::Timestamp;
 use mds_api::target::{ModelDeployment, TargetRole};
 
 use super::config::{RoleSettings, WorldConfig};
-use super::instance::{
-    Instance, Member, Phase, Shape, load_balance_of, pod_group_name, pod_name,
-};
+use super::instance::{Instance, Member, Phase, Shape, load_balance_of, pod_group_name, pod_name};
 use super::retirement::{self, RetirementState};
 use super::{Ctx, DeploymentKey, later};
 use crate::engine::EngineFlavor;

@@ -12,8 +12,8 @@ use mds_api::target::{
 };
 
 use super::deployment::{Deployment, desired_of};
-use super::instance::{load_balance_name, load_balance_of};
 use super::instance::Phase;
+use super::instance::{load_balance_name, load_balance_of};
 
 struct Counts {
     ready: i32,

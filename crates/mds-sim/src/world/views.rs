@@ -12,9 +12,9 @@ use mds_api::target::{
 
 use super::deployment::Deployment;
 use super::instance::{Instance, Member, Phase, loopback_ip};
-use mds_api::target::LoadBalance;
 use super::{DeploymentKey, WorldConfig};
 use crate::engine::EngineState;
+use mds_api::target::LoadBalance;
 
 /// The API version the Pods' controller reference names (the CRD's storage version).
 pub const MODEL_DEPLOYMENT_API_VERSION: &str = "worker.gpustack.ai/v1alpha1";

@@ -133,7 +133,10 @@ impl BoundWebhooks {
         self,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), String> {
-        let tls = self.certificate.server_config().map_err(|e| e.to_string())?;
+        let tls = self
+            .certificate
+            .server_config()
+            .map_err(|e| e.to_string())?;
         let reloader = tokio::spawn(
             self.certificate
                 .watch(Duration::from_secs(self.cert_check_seconds)),
@@ -151,7 +154,10 @@ pub async fn serve_webhooks(
     lookups: Lookups,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    BoundWebhooks::bind(options, lookups).await?.serve(stop).await
+    BoundWebhooks::bind(options, lookups)
+        .await?
+        .serve(stop)
+        .await
 }
 
 async fn serve(args: &Args) -> ExitCode {
