@@ -40,15 +40,9 @@ fn exhausted_world(policy: &str, prefill: i32) -> World {
 
 #[test]
 fn a_rollback_reports_its_reason_only_on_the_roles_it_changed() {
-    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    let mut s = prefill_decode_spec();
     s["rebalance"] = json!({"policy": "Disabled"});
-    let mut w = World::new(
-        s,
-        Some(target(&[
-            ("prefill", "Prefill", 2),
-            ("decode", "Decode", 2),
-        ])),
-    );
+    let mut w = prefill_decode_world(s, 2, 2);
     w.observe("prefill", wants(2, 2));
     w.observe("decode", wants(2, 2));
     w.pass();
@@ -222,15 +216,9 @@ fn the_latency_guard_ignores_replicas_that_are_not_ready_for_reasons_of_their_ow
 #[test]
 fn a_joint_shrink_is_restored_together_when_a_retirement_aborts() {
     // D16 (amended): a fixed ratio shrinks both roles in one commit; an abort restores both.
-    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    let mut s = prefill_decode_spec();
     s["ratios"] = json!([{"numeratorRole": "prefill", "denominatorRole": "decode", "min": "1", "target": "1", "max": "1"}]);
-    let mut w = World::new(
-        s,
-        Some(target(&[
-            ("prefill", "Prefill", 4),
-            ("decode", "Decode", 4),
-        ])),
-    );
+    let mut w = prefill_decode_world(s, 4, 4);
     w.observe("prefill", wants(2, 4));
     w.observe("decode", wants(2, 4));
     w.run(15, 15); // bind, then one joint shrink

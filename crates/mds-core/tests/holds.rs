@@ -24,15 +24,9 @@ fn declared(w: &World) -> BTreeSet<(String, i32)> {
 /// back, then prefill, which wants to shrink, released one replica for decode (Opposing).
 /// The release is at `w.now`; pendingTimeoutSeconds is 120.
 fn released_world(workloads: bool) -> World {
-    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    let mut s = prefill_decode_spec();
     s["rebalance"] = json!({"policy": "Opposing"});
-    let mut w = World::new(
-        s,
-        Some(target(&[
-            ("prefill", "Prefill", 4),
-            ("decode", "Decode", 2),
-        ])),
-    );
+    let mut w = prefill_decode_world(s, 4, 2);
     w.observe("prefill", wants(4, 4));
     w.observe("decode", wants(2, 2));
     w.pass(); // bind

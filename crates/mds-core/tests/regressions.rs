@@ -32,13 +32,7 @@ fn growth_in_flight_survives_another_roles_commit() {
         "decodeTargetTokensPerSecond": "100", "prefillTargetTokensPerSecond": "1000",
         "itlTargetMilliseconds": "50", "ttftTargetMilliseconds": "500"}});
     s["behavior"]["scaleDown"]["stabilizationWindowSeconds"] = json!(15);
-    let mut w = World::new(
-        s,
-        Some(target(&[
-            ("prefill", "Prefill", 4),
-            ("decode", "Decode", 3),
-        ])),
-    );
+    let mut w = prefill_decode_world(s, 4, 3);
     admit(&mut w, "decode", 0..3);
     admit(&mut w, "prefill", 0..4);
     w.ready = Some(
@@ -90,15 +84,9 @@ fn growth_in_flight_survives_another_roles_commit() {
 /// shrink's record is replaced, and an abort of its second ordinal is never restored.
 #[test]
 fn no_second_shrink_between_the_retirements_of_a_joint_shrink() {
-    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    let mut s = prefill_decode_spec();
     s["ratios"] = json!([{"numeratorRole": "prefill", "denominatorRole": "decode", "min": "1", "target": "1", "max": "1"}]);
-    let mut w = World::new(
-        s,
-        Some(target(&[
-            ("prefill", "Prefill", 4),
-            ("decode", "Decode", 4),
-        ])),
-    );
+    let mut w = prefill_decode_world(s, 4, 4);
     admit(&mut w, "prefill", 0..4);
     admit(&mut w, "decode", 0..4);
     w.observe("prefill", wants(2, 4));
@@ -175,7 +163,7 @@ fn a_rollback_after_regrowth_keeps_the_abort_restore() {
 /// scale-down guards): a router-less target donates a replica GPUStack cannot retire.
 #[test]
 fn a_donor_release_respects_the_donors_guards() {
-    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    let mut s = prefill_decode_spec();
     s["rebalance"] = json!({"policy": "Opposing"});
     let mut t = target(&[("prefill", "Prefill", 4), ("decode", "Decode", 2)]);
     t["spec"].as_object_mut().unwrap().remove("router");
@@ -276,7 +264,7 @@ fn a_zero_proportional_target_does_not_panic() {
 
 #[test]
 fn a_cancelled_donation_is_not_retried_without_a_new_exhaustion() {
-    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    let mut s = prefill_decode_spec();
     s["rebalance"] = json!({"policy": "Opposing"});
     let mut t = target(&[("prefill", "Prefill", 4), ("decode", "Decode", 2)]);
     t["spec"].as_object_mut().unwrap().remove("router");

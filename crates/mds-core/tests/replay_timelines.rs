@@ -3,6 +3,7 @@
 
 use mds_api::ModelDeploymentScaler;
 use mds_core::replay::{RETIREMENT_STATES, parse_timeline, replay};
+use mds_testdata::{mk_role, mk_target};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -41,15 +42,13 @@ fn algorithm() -> impl Strategy<Value = Value> {
 }
 
 fn target() -> Value {
-    json!({
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": "llm-serving"},
-        "spec": {"engine": {"name": "SGLang"}, "router": {"name": "gw"}, "roles": [
-            {"name": "prefill", "kind": "Prefill", "replicas": 2, "instanceType": "h200"},
-            {"name": "decode", "kind": "Decode", "replicas": 2, "instanceType": "h200"}
-        ]}
-    })
+    let role = |name: &str, kind: &str| mk_role(name).kind(kind).replicas(2).instance_type("h200");
+    mk_target("llm-serving")
+        .engine("SGLang")
+        .router(Some("gw"))
+        .role(role("prefill", "Prefill"))
+        .role(role("decode", "Decode"))
+        .build()
 }
 
 /// Numbers a recording might hold, and numbers it should not.

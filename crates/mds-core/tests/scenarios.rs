@@ -442,15 +442,9 @@ fn after_a_rollback_growth_waits_for_the_episode_to_end() {
 
 /// prefill and decode on one instance type; decode's growth times out.
 fn rebalance_world(policy: serde_json::Value, prefill: i32, decode: i32) -> World {
-    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    let mut s = prefill_decode_spec();
     s["rebalance"] = policy;
-    let mut w = World::new(
-        s,
-        Some(target(&[
-            ("prefill", "Prefill", prefill),
-            ("decode", "Decode", decode),
-        ])),
-    );
+    let mut w = prefill_decode_world(s, prefill, decode);
     w.observe("prefill", wants(prefill, prefill as u32));
     w.observe("decode", wants(decode, decode as u32));
     w.pass(); // bind
@@ -541,7 +535,7 @@ fn opposing_rebalance_moves_one_replica_in_two_steps() {
 
 #[test]
 fn no_donor_in_another_pool_is_not_applicable() {
-    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    let mut s = prefill_decode_spec();
     s["rebalance"] = json!({"policy": "Opposing"});
     let mut t = target(&[("prefill", "Prefill", 4), ("decode", "Decode", 2)]);
     t["spec"]["roles"][0]["instanceType"] = json!("l40s");
@@ -593,16 +587,10 @@ fn priority_lets_a_holding_role_donate_once_per_episode() {
 
 #[test]
 fn an_intermediate_vector_that_breaks_a_ratio_blocks_the_donation() {
-    let mut s = spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)]);
+    let mut s = prefill_decode_spec();
     s["rebalance"] = json!({"policy": "Priority", "priority": ["decode", "prefill"]});
     s["ratios"] = json!([{"numeratorRole": "prefill", "denominatorRole": "decode", "min": "1"}]);
-    let mut w = World::new(
-        s,
-        Some(target(&[
-            ("prefill", "Prefill", 2),
-            ("decode", "Decode", 2),
-        ])),
-    );
+    let mut w = prefill_decode_world(s, 2, 2);
     w.observe("prefill", wants(2, 2));
     w.observe("decode", wants(2, 2));
     w.pass();

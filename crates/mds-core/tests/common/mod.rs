@@ -12,6 +12,7 @@ use mds_api::status::{ModelDeploymentScalerStatus, SignalState};
 use mds_api::target::{ModelDeployment, WorkloadAdmission};
 use mds_core::{Input, Memory, Outcome, Scaler, Target, Write, reconcile};
 use mds_signals::RoleObservation;
+use mds_testdata::{mk_scaler, mk_target};
 use serde_json::{Value, json};
 
 pub fn t(seconds: i64) -> Timestamp {
@@ -22,37 +23,43 @@ pub const SCALER_UID: &str = "scaler-uid-1";
 
 /// A ModelDeployment document with the given roles (name, kind, replicas).
 pub fn target(roles: &[(&str, &str, i32)]) -> Value {
-    let roles: Vec<Value> = roles
-        .iter()
-        .map(|(name, kind, replicas)| json!({"name": name, "kind": kind, "replicas": replicas, "instanceType": "h100"}))
-        .collect();
-    json!({
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": "llm", "namespace": "default", "uid": "target-uid-1", "generation": 1, "resourceVersion": "100"},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"}, "roles": roles},
-        "status": {"roles": []}
-    })
+    mk_target("llm")
+        .stored("default", "target-uid-1", "100")
+        .roles(roles)
+        .empty_status()
+        .build()
 }
 
 /// A Proportional spec on QueueDepth (target 10 per replica) over the given roles.
 pub fn spec(mode: &str, roles: &[(&str, i32, i32)]) -> Value {
-    let bounds: Vec<Value> = roles
+    let bounded = roles
         .iter()
-        .map(|(n, min, max)| json!({"name": n, "minReplicas": min, "maxReplicas": max}))
-        .collect();
-    let targets: Vec<Value> = roles
-        .iter()
-        .map(|(n, ..)| json!({"name": n, "target": "10"}))
-        .collect();
-    json!({
-        "targetRef": {"name": "llm"},
-        "mode": mode,
-        "roles": bounds,
-        "sampling": {"pendingTimeoutSeconds": 120},
-        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 15, "cooldownAfterAbortSeconds": 60}},
-        "algorithm": {"proportional": {"metric": "QueueDepth", "tolerance": "0.01", "roleTargets": targets}}
-    })
+        .fold(mk_scaler("llm").mode(mode), |s, (n, min, max)| {
+            s.role_bounds(n, *min, *max)
+        });
+    let behavior =
+        json!({"scaleDown": {"stabilizationWindowSeconds": 15, "cooldownAfterAbortSeconds": 60}});
+    let mut spec = bounded
+        .queue_depth("10")
+        .field("sampling", json!({"pendingTimeoutSeconds": 120}))
+        .field("behavior", behavior)
+        .spec();
+    spec["algorithm"]["proportional"]["tolerance"] = json!("0.01");
+    spec
+}
+
+/// [`spec`] in Active mode over prefill and decode, each bounded 1 to 8.
+pub fn prefill_decode_spec() -> Value {
+    spec("Active", &[("prefill", 1, 8), ("decode", 1, 8)])
+}
+
+/// A world of scaler spec `s` over a target of prefill and decode at the given replicas.
+pub fn prefill_decode_world(s: Value, prefill: i32, decode: i32) -> World {
+    let roles = [
+        ("prefill", "Prefill", prefill),
+        ("decode", "Decode", decode),
+    ];
+    World::new(s, Some(target(&roles)))
 }
 
 /// An observation that makes Proportional recommend `replicas` with `ready` ready replicas.
