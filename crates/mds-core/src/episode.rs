@@ -66,7 +66,7 @@ pub(crate) fn backoff_roles(pass: &Pass, target: &Target, memory: &mut Memory) -
 /// wait counts from it while the retirement's own deadline is not in sight.
 const RETIREMENT_BUDGET_SECONDS: i64 = 300;
 
-fn in_transaction(rb: &RebalanceStatus) -> bool {
+pub(crate) fn in_transaction(rb: &RebalanceStatus) -> bool {
     rb.reason.as_deref() == Some(rebalance::DONOR_RELEASE)
 }
 

@@ -14,6 +14,7 @@ mod reconcile;
 mod records;
 pub mod replay;
 mod report;
+mod wake;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -209,4 +210,9 @@ pub struct Outcome {
     pub events: Vec<Event>,
     /// The planner's result, when planning ran (for metrics and reports).
     pub plan: Option<Plan>,
+    /// The earliest moment after `now` at which a pass could decide otherwise without new
+    /// input (a cohort's admission timeout, an abort cooldown's end, a window or grace edge,
+    /// a backoff end, a bound on a wait); `None` when nothing waits on the clock. The shell
+    /// runs the next pass no later than this.
+    pub wake_at: Option<Timestamp>,
 }

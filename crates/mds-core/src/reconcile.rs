@@ -38,6 +38,8 @@ pub(crate) struct Pass<'a> {
     pub(crate) refused: Option<String>,
     /// What a retirement hold on scale-down waits for, in words.
     pub(crate) scale_down_wait: Option<String>,
+    /// The policy planning ran under, for the planner's edges in `wake_at`.
+    pub(crate) policy: Option<Policy>,
 }
 
 impl Pass<'_> {
@@ -103,6 +105,7 @@ pub fn reconcile(input: &Input, memory: &mut Memory) -> Outcome {
         plan: None,
         refused: None,
         scale_down_wait: None,
+        policy: None,
     };
     pass.status.observed_generation = Some(scaler.generation);
     run(&mut pass, memory);
@@ -494,6 +497,7 @@ fn plan_roles(
         })
         .collect();
     pass.plan = Some(plan);
+    pass.policy = Some(policy.clone());
     Some(policy)
 }
 

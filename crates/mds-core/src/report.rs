@@ -68,12 +68,14 @@ pub(crate) fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
         crate::memory::persist(planner, &mut pass.status);
     }
     let write_status = control_plane(&pass.status) != control_plane(input.scaler.status);
+    let wake_at = crate::wake::wake_at(&pass, memory);
     Outcome {
         write: pass.write,
         status: pass.status,
         write_status,
         events: pass.events,
         plan: pass.plan,
+        wake_at,
     }
 }
 

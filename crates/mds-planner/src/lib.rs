@@ -17,7 +17,7 @@ pub mod reason;
 pub mod solver;
 pub mod state;
 
-pub use plan::{Guard, Guards, Limit, Plan, PlanInput, RoleInput, RolePlan, plan};
+pub use plan::{Guard, Guards, Limit, Plan, PlanInput, RoleInput, RolePlan, plan, wake_at};
 pub use policy::Policy;
 pub use reason::Reason;
 pub use state::PlannerState;

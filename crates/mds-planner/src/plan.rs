@@ -210,6 +210,8 @@ pub struct Plan {
     pub roles: Vec<RolePlan>,
     /// `BoundsConflict` or `RatioConflict` when planning stopped for the whole target.
     pub conflict: Option<(Reason, String)>,
+    /// The planner's next edge after this pass ([`wake_at`] on the memory it left).
+    pub wake_at: Option<Timestamp>,
 }
 
 impl Plan {
@@ -590,6 +592,39 @@ fn solve_component(
     solver::solve(&solver_roles, &bands, solver::WORK_LIMIT)
 }
 
+/// The earliest moment after `now` at which the pacing this memory holds could plan
+/// differently without a new observation: a recommendation reaching the start of the
+/// scale-down or scale-up window (the history first spanning the window, or the entry before
+/// it leaving the range: the highest or lowest recommendation ageing out), and a decode
+/// role's post-scale-up grace ending. `None` when no such edge lies ahead. Pure: `now` is an
+/// argument.
+pub fn wake_at(policy: &Policy, state: &PlannerState, now: Timestamp) -> Option<Timestamp> {
+    let windows = [
+        policy.scale_down_window_seconds,
+        policy.scale_up_window_seconds,
+    ];
+    let mut edges: Vec<Timestamp> = Vec::new();
+    for role in &policy.roles {
+        let Some(memory) = state.roles.get(&role.name) else {
+            continue;
+        };
+        for window in windows.into_iter().filter(|w| *w > 0) {
+            let window = SignedDuration::from_secs(window);
+            edges.extend(
+                memory
+                    .recommendations
+                    .iter()
+                    .filter_map(|(t, _)| t.checked_add(window).ok()),
+            );
+        }
+        if role.kind == RoleKind::Decode {
+            let grace = SignedDuration::from_secs(policy.decode_grace_seconds);
+            edges.extend(memory.last_scale_up.and_then(|t| t.checked_add(grace).ok()));
+        }
+    }
+    edges.into_iter().filter(|t| *t > now).min()
+}
+
 /// Plans one pass and updates the planner memory (demand and recommendation histories, the
 /// filters). A caller that needs to discard a pass keeps a clone.
 pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
@@ -632,6 +667,7 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
         return Plan {
             roles: results,
             conflict: Some((reason, message)),
+            wake_at: wake_at(policy, state, input.now),
         };
     }
 
@@ -786,5 +822,6 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
     Plan {
         roles: results,
         conflict: None,
+        wake_at: wake_at(policy, state, input.now),
     }
 }

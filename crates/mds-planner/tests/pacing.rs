@@ -612,3 +612,43 @@ fn scale_down_guards_say_their_real_cause() {
     );
     assert!(text.iter().any(|t| t.contains("no router")), "{text:?}");
 }
+
+#[test]
+fn the_plan_wakes_when_the_highest_recommendation_leaves_the_scale_down_window() {
+    let mut w = one_role(
+        1,
+        100,
+        json!({"scaleUp": {"stabilizationWindowSeconds": 0}, "scaleDown": {"stabilizationWindowSeconds": 60, "stepPolicy": {"type": "Pods", "value": 10}}}),
+        10,
+    );
+    w.pass(&[wants(8, 10)]);
+    w.now += 30;
+    w.pass(&[wants(6, 10)]);
+    w.now += 30;
+    let p = w.pass(&[wants(2, 10)]);
+    assert_eq!(p.roles[0].constrained, 8);
+    // The 8 recorded at 0 is in effect until the 6 recorded at 30 reaches the window's start.
+    assert_eq!(p.wake_at, Some(t(90)));
+    let mut before = World::new(w.policy.clone(), &w.current);
+    before.state = w.state.clone();
+    before.now = 89;
+    assert_eq!(before.pass(&[wants(2, 10)]).roles[0].constrained, 8);
+    w.now = 90;
+    assert_eq!(w.pass(&[wants(2, 10)]).roles[0].constrained, 6);
+}
+
+#[test]
+fn the_plan_wakes_when_a_decode_role_s_grace_ends() {
+    let spec = json!({
+        "targetRef": {"name": "md"},
+        "roles": [{"name": "d", "minReplicas": 1, "maxReplicas": 10}],
+        "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0}, "scaleDown": {"stabilizationWindowSeconds": 0}},
+        "algorithm": {"proportional": {"metric": "QueueDepth", "tolerance": "0.01", "roleTargets": [{"name": "d", "target": "10"}]}}
+    });
+    let mut w = World::new(policy(spec, &[("d", RoleKind::Decode)]), &[4]);
+    w.now = 100;
+    w.state.roles.entry("d".into()).or_default().last_scale_up = Some(t(50));
+    let p = w.pass(&[wants(4, 4)]);
+    let grace = w.policy.decode_grace_seconds;
+    assert_eq!(p.wake_at, Some(t(50 + grace)));
+}
