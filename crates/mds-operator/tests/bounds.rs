@@ -18,7 +18,8 @@ use mds_operator::{
     Cluster, FINALIZER, MetricsSource, ScalerKey, ScrapeError, Snapshot, Worker, WriteError,
 };
 use mds_signals::SampleStore;
-use serde_json::{Value, json};
+use mds_testdata::{mk_pod, mk_role, mk_scaler, mk_target};
+use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
@@ -69,24 +70,15 @@ fn url(ip: &str) -> String {
 }
 
 fn pod(target: &str, ordinal: u32, ip: &str) -> Value {
-    json!({
-        "metadata": {"name": format!("{target}-server-{ordinal}"), "namespace": "ns",
-            "uid": format!("{target}-pod-{ordinal}"),
-            "labels": {"app.kubernetes.io/name": "model-deployment", "app.kubernetes.io/instance": target,
-                "app.kubernetes.io/component": "server", "modeldeployment.gpustack.ai/pod-ordinal": ordinal.to_string()},
-            "annotations": {"prometheus.io/port": "8000"}},
-        "status": {"podIP": ip, "conditions": [
-            {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
-    })
+    let pod = mk_pod(target, "server", ordinal).namespace("ns");
+    pod.uid(&format!("{target}-pod-{ordinal}"))
+        .serving(ip)
+        .build()
 }
 
 fn target(name: &str, replicas: u32) -> Value {
-    json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": "ns", "uid": format!("md-{name}"), "generation": 1, "resourceVersion": "1"},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
-            "roles": [{"name": "server", "replicas": replicas, "instanceType": "h100"}]}
-    })
+    let target = mk_target(name).stored("ns", &format!("md-{name}"), "1");
+    target.role(mk_role("server").replicas(replicas)).build()
 }
 
 /// A scaler, its target and the target's Pods.
@@ -101,14 +93,12 @@ struct Scalers {
 
 impl Scalers {
     fn add(&self, name: &str, ip: &str) {
-        let scaler = json!({
-            "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-            "metadata": {"name": name, "namespace": "ns", "uid": format!("scaler-{name}"), "generation": 1,
-                "resourceVersion": "1", "finalizers": [FINALIZER]},
-            "spec": {"targetRef": {"name": name}, "mode": "Shadow",
-                "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
-                "algorithm": {"proportional": {"metric": "QueueDepth", "roleTargets": [{"name": "server", "target": "10"}]}}}
-        });
+        let scaler = mk_scaler(name).stored("ns", &format!("scaler-{name}"), "1");
+        let scaler = scaler
+            .finalizer(FINALIZER)
+            .mode("Shadow")
+            .role_bounds("server", 1, 8);
+        let scaler = scaler.queue_depth("10").build();
         self.objects.lock().unwrap().insert(
             name.to_string(),
             (scaler, target(name, 1), vec![pod(name, 0, ip)]),

@@ -11,11 +11,10 @@ use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use mds_api::ModelDeploymentScaler;
 use mds_api::annotations::BINDING_ANNOTATION;
 use mds_api::resources::TargetApiVersion;
-use mds_api::target::ModelDeployment;
 use mds_operator::runtime::{self, ControllerConfig};
 use mds_operator::telemetry::Telemetry;
 use mds_testkit::eventually;
@@ -24,19 +23,9 @@ use tokio::sync::watch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binds_reports_and_releases_on_deletion() {
-    let Some(plane) = mds_testkit::e2e() else {
+    let Some((client, ns, targets, scalers)) = setup_llm("controller").await else {
         return;
     };
-    let ns = plane.namespace("controller").await.unwrap();
-    let client = plane.client();
-    let targets: Api<ModelDeployment> =
-        Api::namespaced_with(client.clone(), &ns, &TargetApiVersion::V1);
-    let scalers: Api<ModelDeploymentScaler> = Api::namespaced(client.clone(), &ns);
-    create_target(&client, &ns, "llm").await;
-    scalers
-        .create(&PostParams::default(), &scaler("llm", "llm"))
-        .await
-        .unwrap();
     let running = start(client.clone(), &ns);
 
     // The controller takes the binding and says so.
@@ -124,16 +113,10 @@ async fn a_second_scaler_is_already_bound_and_shadow_writes_nothing() {
         return;
     };
     create_target(&client, &ns, "llm").await;
-    scalers
-        .create(&PostParams::default(), &scaler("first", "llm"))
-        .await
-        .unwrap();
+    create_scaler(&scalers, "first", "llm").await;
     let running = start(client.clone(), &ns);
     wait_condition(&scalers, "first", "Active", "Active").await;
-    scalers
-        .create(&PostParams::default(), &scaler("second", "llm"))
-        .await
-        .unwrap();
+    create_scaler(&scalers, "second", "llm").await;
     let second = wait_condition(&scalers, "second", "Bound", "AlreadyBound").await;
     assert_eq!(
         condition(&second, "Active").map(|c| c.1).as_deref(),
@@ -182,14 +165,9 @@ async fn a_second_scaler_is_already_bound_and_shadow_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_releases_both_annotations_and_a_replaced_target_waits_for_an_edit() {
-    let Some((client, ns, targets, scalers)) = setup("suspend").await else {
+    let Some((client, ns, targets, scalers)) = setup_llm("suspend").await else {
         return;
     };
-    create_target(&client, &ns, "llm").await;
-    scalers
-        .create(&PostParams::default(), &scaler("llm", "llm"))
-        .await
-        .unwrap();
     let running = start(client.clone(), &ns);
     wait_condition(&scalers, "llm", "Active", "Active").await;
     patch_spec(&scalers, "llm", json!({"suspend": true})).await;
@@ -239,14 +217,9 @@ async fn suspend_releases_both_annotations_and_a_replaced_target_waits_for_an_ed
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_when_the_leader_dies() {
-    let Some((client, ns, targets, scalers)) = setup("failover").await else {
+    let Some((client, ns, targets, scalers)) = setup_llm("failover").await else {
         return;
     };
-    create_target(&client, &ns, "llm").await;
-    scalers
-        .create(&PostParams::default(), &scaler("llm", "llm"))
-        .await
-        .unwrap();
     let a = replica(client.clone(), &ns, "replica-a");
     eventually("replica a leads", WAIT, || async {
         a.leads().then_some(())
@@ -403,10 +376,7 @@ async fn the_api_servers_refusals_are_told_apart_from_conflicts() {
     );
     // A status written over a stale resource version.
     let scalers: Api<ModelDeploymentScaler> = Api::namespaced(client.clone(), &ns);
-    let created = scalers
-        .create(&PostParams::default(), &scaler("llm", "llm"))
-        .await
-        .unwrap();
+    let created = create_scaler(&scalers, "llm", "llm").await;
     admin.set_finalizer(&created, true).await.unwrap();
     let e = admin
         .write_status(&created, &Default::default())

@@ -10,7 +10,7 @@ use mds_api::target::ModelDeployment;
 use mds_operator::sampler::sample;
 use mds_operator::{MetricsSource, ScrapeError};
 use mds_signals::SampleStore;
-use serde_json::json;
+use mds_testdata::{mk_pod, mk_role, mk_target};
 
 /// One engine whose page shows `generated` tokens and arrives `delay` after it is asked for.
 #[derive(Default)]
@@ -38,27 +38,16 @@ impl MetricsSource for SlowEngine {
 }
 
 fn target() -> ModelDeployment {
-    serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": "llm", "namespace": "ns", "uid": "md-1"},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
-            "roles": [{"name": "server", "replicas": 1, "instanceType": "h100"}]}
-    }))
-    .unwrap()
+    mk_target("llm")
+        .namespace("ns")
+        .uid("md-1")
+        .role(mk_role("server").replicas(1))
+        .typed()
 }
 
 fn pod() -> Arc<Pod> {
-    Arc::new(
-        serde_json::from_value(json!({
-            "metadata": {"name": "llm-server-0", "namespace": "ns", "uid": "pod-0",
-                "labels": {"app.kubernetes.io/name": "model-deployment", "app.kubernetes.io/instance": "llm",
-                    "app.kubernetes.io/component": "server", "modeldeployment.gpustack.ai/pod-ordinal": "0"},
-                "annotations": {"prometheus.io/port": "8000"}},
-            "status": {"podIP": "127.0.0.10", "conditions": [
-                {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
-        }))
-        .unwrap(),
-    )
+    let pod = mk_pod("llm", "server", 0).namespace("ns").uid("pod-0");
+    Arc::new(pod.serving("127.0.0.10").typed())
 }
 
 fn at(seconds: i64) -> Timestamp {

@@ -17,6 +17,7 @@ use mds_operator::kube_cluster::write_error;
 use mds_operator::{
     Cluster, FINALIZER, MetricsSource, ScalerKey, ScrapeError, Snapshot, Worker, WriteError,
 };
+use mds_testdata::{mk_pod, mk_role, mk_scaler, mk_target};
 use serde_json::{Value, json};
 
 #[derive(Default)]
@@ -179,31 +180,17 @@ fn page(running: u64) -> String {
 }
 
 fn pod(ordinal: i32) -> Value {
-    json!({
-        "metadata": {"name": format!("llm-server-{ordinal}"), "namespace": "ns", "uid": format!("pod-{ordinal}"),
-            "labels": {"app.kubernetes.io/name": "model-deployment", "app.kubernetes.io/instance": "llm",
-                "app.kubernetes.io/component": "server", "modeldeployment.gpustack.ai/pod-ordinal": ordinal.to_string()},
-            "annotations": {"prometheus.io/port": "8000"}},
-        "status": {"podIP": format!("127.0.0.{}", 10 + ordinal), "conditions": [
-            {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
-    })
+    let ip = format!("127.0.0.{}", 10 + ordinal);
+    let pod = mk_pod("llm", "server", ordinal as u32).namespace("ns");
+    pod.uid(&format!("pod-{ordinal}")).serving(&ip).build()
 }
 
 fn world() -> Fake {
+    let scaler = mk_scaler("llm").stored("ns", "scaler-1", "1");
+    let target = mk_target("llm").stored("ns", "md-1", "1");
     let w = World {
-        scaler: json!({
-            "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-            "metadata": {"name": "llm", "namespace": "ns", "uid": "scaler-1", "generation": 1, "resourceVersion": "1"},
-            "spec": {"targetRef": {"name": "llm"}, "mode": "Active",
-                "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
-                "algorithm": {"proportional": {"metric": "QueueDepth", "roleTargets": [{"name": "server", "target": "10"}]}}}
-        }),
-        target: json!({
-            "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-            "metadata": {"name": "llm", "namespace": "ns", "uid": "md-1", "generation": 1, "resourceVersion": "1"},
-            "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
-                "roles": [{"name": "server", "replicas": 2, "instanceType": "h100"}]}
-        }),
+        scaler: scaler.role_bounds("server", 1, 8).queue_depth("10").build(),
+        target: target.role(mk_role("server").replicas(2)).build(),
         pods: vec![pod(0), pod(1)],
         pages: [
             ("http://127.0.0.10:8000/metrics".to_string(), page(30)),

@@ -11,6 +11,7 @@ use mds_api::resources::TargetApiVersion;
 use mds_api::target::ModelDeployment;
 use mds_operator::runtime::{self, ControllerConfig};
 use mds_operator::telemetry::Telemetry;
+use mds_testdata::{mk_scaler, mk_target};
 use mds_testkit::eventually;
 use serde_json::json;
 use tokio::sync::watch;
@@ -60,26 +61,31 @@ pub async fn create_target(client: &kube::Client, namespace: &str, name: &str) {
     api.create(&PostParams::default(), &object).await.unwrap();
 }
 
+/// Creates [`scaler`] `name` on `target`.
+pub async fn create_scaler(
+    scalers: &Api<ModelDeploymentScaler>,
+    name: &str,
+    target: &str,
+) -> ModelDeploymentScaler {
+    let object = scaler(name, target);
+    scalers
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap()
+}
+
 pub fn target(name: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": name},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
-            "roles": [{"name": "server", "kind": "Server", "replicas": 2, "instanceType": "h100"}]}
-    })
+    mk_target(name).roles(&[("server", "Server", 2)]).build()
 }
 
 pub fn scaler(name: &str, target: &str) -> ModelDeploymentScaler {
-    serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-        "metadata": {"name": name},
-        "spec": {"targetRef": {"name": target}, "mode": "Active",
-            "sampling": {"intervalSeconds": 5},
-            "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
-            "algorithm": {"type": "Proportional", "proportional": {"metric": "QueueDepth",
-                "roleTargets": [{"name": "server", "target": "10"}]}}}
-    }))
-    .unwrap()
+    mk_scaler(name)
+        .target(target)
+        .interval_seconds(5)
+        .role_bounds("server", 1, 8)
+        .queue_depth("10")
+        .algorithm_type("Proportional")
+        .typed()
 }
 
 pub fn condition(s: &ModelDeploymentScaler, kind: &str) -> Option<(String, String)> {
@@ -108,6 +114,21 @@ pub async fn setup(
     let client = plane.client();
     let targets = Api::namespaced_with(client.clone(), &ns, &TargetApiVersion::V1);
     let scalers = Api::namespaced(client.clone(), &ns);
+    Some((client, ns, targets, scalers))
+}
+
+/// [`setup`] with target `llm` and scaler `llm` on it created.
+pub async fn setup_llm(
+    name: &str,
+) -> Option<(
+    kube::Client,
+    String,
+    Api<ModelDeployment>,
+    Api<ModelDeploymentScaler>,
+)> {
+    let (client, ns, targets, scalers) = setup(name).await?;
+    create_target(&client, &ns, "llm").await;
+    create_scaler(&scalers, "llm", "llm").await;
     Some((client, ns, targets, scalers))
 }
 
