@@ -231,7 +231,7 @@ impl Scaler {
     }
 
     /// Proportional on QueueDepth with `target` per replica for every bounded role (give the
-    /// bounds first); `typed` adds `type: Proportional`.
+    /// bounds first).
     pub fn queue_depth(self, target: &str) -> Scaler {
         let targets: Vec<Value> = self
             .roles
@@ -239,6 +239,13 @@ impl Scaler {
             .map(|role| json!({"name": role, "target": target}))
             .collect();
         self.algorithm(json!({"proportional": {"metric": "QueueDepth", "roleTargets": targets}}))
+    }
+
+    /// Names the algorithm's `type` (after [`Scaler::queue_depth`] or [`Scaler::algorithm`]).
+    pub fn algorithm_type(mut self, kind: &str) -> Scaler {
+        let algorithm = self.spec.entry("algorithm").or_insert(json!({}));
+        algorithm["type"] = json!(kind);
+        self
     }
 
     pub fn algorithm(self, algorithm: Value) -> Scaler {
@@ -255,6 +262,11 @@ impl Scaler {
     /// `resource_version`.
     pub fn stored(mut self, namespace: &str, uid: &str, resource_version: &str) -> Scaler {
         self.meta.stored(namespace, uid, resource_version);
+        self
+    }
+
+    pub fn finalizer(mut self, finalizer: &str) -> Scaler {
+        self.meta.set("finalizers", json!([finalizer]));
         self
     }
 
@@ -314,6 +326,16 @@ impl PodBuilder {
         self
     }
 
+    pub fn label(mut self, key: &str, value: &str) -> PodBuilder {
+        self.meta.0.entry("labels").or_insert(json!({}))[key] = json!(value);
+        self
+    }
+
+    pub fn annotation(mut self, key: &str, value: &str) -> PodBuilder {
+        self.annotations.insert(key.into(), json!(value));
+        self
+    }
+
     /// The port its engine's page is scraped on (`prometheus.io/port`).
     pub fn port(mut self, port: u16) -> PodBuilder {
         let port = port.to_string();
@@ -334,6 +356,11 @@ impl PodBuilder {
         ]);
         self.status.insert("conditions".into(), conditions);
         self
+    }
+
+    /// Serving at `ip`: its page scraped on port 8000, Ready and scheduled.
+    pub fn serving(self, ip: &str) -> PodBuilder {
+        self.port(8000).ip(ip).ready()
     }
 
     pub fn build(self) -> Value {

@@ -47,6 +47,15 @@ fn a_scaler_is_active_on_its_namesake_with_queue_depth_targets_per_bounded_role(
         .role_bounds("decode", 2, 4)
         .queue_depth("10")
         .build();
+    let stored = mk_scaler("llm")
+        .stored("ns", "scaler-1", "1")
+        .finalizer("f")
+        .build();
+    assert_eq!(
+        stored["metadata"],
+        json!({"name": "llm", "namespace": "ns", "uid": "scaler-1", "generation": 1,
+            "resourceVersion": "1", "finalizers": ["f"]})
+    );
     assert_eq!(
         built,
         json!({
@@ -87,7 +96,30 @@ fn a_pod_carries_the_instance_labels_and_what_it_was_given() {
                 {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
         })
     );
+    let serving = mk_pod("llm", "server", 1)
+        .namespace("ns")
+        .uid("pod-1")
+        .serving("127.0.0.11");
+    assert_eq!(serving.build(), built);
     assert_eq!(mk_pod("llm", "server", 0).build().get("status"), None);
+}
+
+#[test]
+fn a_pod_takes_further_labels_and_annotations() {
+    let built = mk_pod("llm", "server", 0)
+        .label("kueue.x-k8s.io/pod-group-name", "llm-server-0")
+        .annotation("prometheus.io/scrape", "true")
+        .build();
+    let metadata = &built["metadata"];
+    assert_eq!(
+        metadata["labels"]["kueue.x-k8s.io/pod-group-name"],
+        "llm-server-0"
+    );
+    assert_eq!(metadata["labels"]["app.kubernetes.io/instance"], "llm");
+    assert_eq!(
+        metadata["annotations"],
+        json!({"prometheus.io/scrape": "true"})
+    );
 }
 
 #[test]
