@@ -28,7 +28,7 @@ use crate::cache::{Cache, trim_managed_fields, trim_pod};
 use crate::http_source::{HttpSource, ScrapeConfig};
 use crate::kube_cluster::{Caches, KubeCluster};
 use crate::ports::{ScalerKey, WriteError};
-use crate::schedule::{Fingerprint, Next, Schedule, offset};
+use crate::schedule::{Clock, Fingerprint, Next, Schedule, TokioClock, convert, offset};
 use crate::telemetry::Telemetry;
 use crate::worker::Worker;
 
@@ -483,14 +483,17 @@ async fn worker_task(
         }
         worker.reset();
         let interval = interval_of(&shared.caches, &key);
-        let mut schedule = Schedule::new(Instant::now() + offset(&uid, interval));
+        // The schedule runs on a monotonic clock; a pass's wake_at is converted to it.
+        let clock = TokioClock::new(jiff::Timestamp::now());
+        let first = clock.now() + offset(&uid, interval);
+        let mut schedule = Schedule::new(first);
         loop {
             let interval = interval_of(&shared.caches, &key);
             let current = fingerprint(&shared.caches, &key);
-            match schedule.next(Instant::now(), interval, &current) {
+            match schedule.next(clock.now(), interval, &current) {
                 Next::Sleep(until) => {
                     tokio::select! {
-                        _ = tokio::time::sleep_until(until) => {}
+                        _ = tokio::time::sleep_until(clock.instant(until)) => {}
                         _ = wake.notified() => {}
                         _ = leader.wait_for(|l| !*l) => continue 'leadership,
                         _ = shutdown.wait_for(|s| *s) => break 'leadership,
@@ -498,14 +501,16 @@ async fn worker_task(
                 }
                 Next::Run { forward } => {
                     let started = Instant::now();
-                    schedule.ran(started, forward, current);
+                    let at = clock.now();
+                    let stamped = jiff::Timestamp::now();
+                    schedule.ran(at, forward, current);
                     let span = tracing::info_span!("pass", scaler = %key, forward);
                     // Scrapes are bounded by the source; the pass permit covers planning and
                     // writes only, so a slow engine never holds one.
                     let pass = std::panic::AssertUnwindSafe(worker.pass_bounded(
                         &shared.cluster,
                         &shared.source,
-                        jiff::Timestamp::now(),
+                        stamped,
                         Some(&shared.passes),
                     ))
                     .catch_unwind()
@@ -518,6 +523,8 @@ async fn worker_task(
                         worker.reset();
                         continue;
                     };
+                    // The next pass comes no later than the core's next edge.
+                    schedule.wake(report.wake_at.map(|w| convert(w, stamped, at)));
                     let seconds = started.elapsed().as_secs_f64();
                     shared.telemetry.observe(&key, &report, seconds);
                     log_pass(&span, &key, &report);

@@ -1,13 +1,66 @@
 //! When a scaler's next pass runs. Passes come every `sampling.intervalSeconds`, never faster.
 //! A change of the scaler's spec, of its target, or of the target's binding may bring one pass
 //! forward, at most once per interval, so a burst of watch events cannot speed sampling up.
+//! The core's `wake_at` (the next moment its decision could change without new input) brings
+//! the next pass forward to that moment, never closer than [`WAKE_FLOOR`] to the last one.
 //! First passes are spread over the interval by a per-scaler offset, so a thousand scalers do
-//! not tick together after a start or a change of leader. Pure: the caller passes the time.
+//! not tick together after a start or a change of leader. Pure: the schedule works on
+//! `Timestamp`s the caller passes; [`Clock`] is where the shell reads them.
 
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use jiff::{SignedDuration, Timestamp};
+
+/// The least time between two passes a `wake_at` brings forward: a `wake_at` at or before the
+/// last pass (its edge already passed) runs the next pass this long after it, never a spin.
+pub const WAKE_FLOOR: Duration = Duration::from_secs(1);
+
+/// Where the schedule's time comes from. [`TokioClock`] in the shell: monotonic, and paused
+/// with tokio's clock in tests.
+pub trait Clock {
+    fn now(&self) -> Timestamp;
+}
+
+/// Timestamps that follow tokio's monotonic clock from the moment of creation, anchored at
+/// the wall clock then: a wall-clock step does not move the schedule, and paused tokio time
+/// pauses it.
+#[derive(Clone, Copy, Debug)]
+pub struct TokioClock {
+    origin: Timestamp,
+    at: tokio::time::Instant,
+}
+
+impl TokioClock {
+    pub fn new(origin: Timestamp) -> TokioClock {
+        TokioClock {
+            origin,
+            at: tokio::time::Instant::now(),
+        }
+    }
+
+    /// The tokio instant of `at` (now when `at` has passed), for `sleep_until`.
+    pub fn instant(&self, at: Timestamp) -> tokio::time::Instant {
+        let now = tokio::time::Instant::now();
+        let ahead = at.duration_since(self.now());
+        now + Duration::try_from(ahead).unwrap_or(Duration::ZERO)
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> Timestamp {
+        let elapsed = SignedDuration::try_from(self.at.elapsed()).unwrap_or(SignedDuration::MAX);
+        self.origin
+            .saturating_add(elapsed)
+            .unwrap_or(Timestamp::MAX)
+    }
+}
+
+/// A moment `d` after `t`, saturating.
+fn plus(t: Timestamp, d: Duration) -> Timestamp {
+    let d = SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
+    t.saturating_add(d).unwrap_or(Timestamp::MAX)
+}
 
 /// What may bring a pass forward: the scaler's generation and deletion, the target's identity,
 /// generation and binding annotation.
@@ -26,17 +79,18 @@ pub enum Next {
     /// Run a pass now; `forward` when a change brought it forward.
     Run { forward: bool },
     /// Nothing to do before then (unless woken by a change).
-    Sleep(Instant),
+    Sleep(Timestamp),
 }
 
 #[derive(Clone, Debug)]
 pub struct Schedule {
-    first_due: Instant,
-    last_pass: Option<Instant>,
-    last_forward: Option<Instant>,
+    first_due: Timestamp,
+    last_pass: Option<Timestamp>,
+    last_forward: Option<Timestamp>,
     seen: Option<Fingerprint>,
+    /// The last pass's `wake_at`, in this schedule's time.
+    wake_at: Option<Timestamp>,
 }
-
 /// A stable offset within `interval` for the scaler with this UID (FNV-1a, so it does not
 /// change between runs).
 pub fn offset(uid: &str, interval: Duration) -> Duration {
@@ -59,16 +113,17 @@ pub fn offset(uid: &str, interval: Duration) -> Duration {
 
 impl Schedule {
     /// A schedule whose first pass is due at `first_due`.
-    pub fn new(first_due: Instant) -> Schedule {
+    pub fn new(first_due: Timestamp) -> Schedule {
         Schedule {
             first_due,
             last_pass: None,
             last_forward: None,
             seen: None,
+            wake_at: None,
         }
     }
 
-    pub fn next(&self, now: Instant, interval: Duration, current: &Fingerprint) -> Next {
+    pub fn next(&self, now: Timestamp, interval: Duration, current: &Fingerprint) -> Next {
         let Some(last) = self.last_pass else {
             return if now >= self.first_due {
                 Next::Run { forward: false }
@@ -76,26 +131,48 @@ impl Schedule {
                 Next::Sleep(self.first_due)
             };
         };
-        let due = last + interval;
+        let mut due = plus(last, interval);
+        if let Some(wake) = self.wake_at {
+            due = due.min(wake.max(plus(last, WAKE_FLOOR)));
+        }
         if now >= due {
             return Next::Run { forward: false };
         }
         let changed = self.seen.as_ref() != Some(current);
-        let may_forward = self.last_forward.is_none_or(|f| now >= f + interval);
+        let may_forward = self.last_forward.is_none_or(|f| now >= plus(f, interval));
         if changed && may_forward {
             return Next::Run { forward: true };
         }
         Next::Sleep(due)
     }
 
-    /// Records a pass that started at `at` with what it saw.
-    pub fn ran(&mut self, at: Instant, forward: bool, seen: Fingerprint) {
+    /// Records a pass that started at `at` with what it saw; its `wake_at` is unknown until
+    /// [`Schedule::wake`].
+    pub fn ran(&mut self, at: Timestamp, forward: bool, seen: Fingerprint) {
         self.last_pass = Some(at);
         if forward {
             self.last_forward = Some(at);
         }
         self.seen = Some(seen);
+        self.wake_at = None;
     }
+
+    /// The last pass's `wake_at`, converted to this schedule's time: the next pass runs no
+    /// later than it (and no sooner than [`WAKE_FLOOR`] after the last one).
+    pub fn wake(&mut self, at: Option<Timestamp>) {
+        self.wake_at = at;
+    }
+}
+
+/// `wake_at`, stamped on the wall clock a pass ran at (`stamped`), in the time of a schedule
+/// whose clock read `at` at that moment: the same distance ahead.
+pub fn convert(wake_at: Timestamp, stamped: Timestamp, at: Timestamp) -> Timestamp {
+    let ahead = wake_at.duration_since(stamped);
+    at.saturating_add(ahead).unwrap_or(if ahead.is_negative() {
+        Timestamp::MIN
+    } else {
+        Timestamp::MAX
+    })
 }
 
 #[cfg(test)]
@@ -111,9 +188,9 @@ mod tests {
 
     #[test]
     fn passes_come_every_interval_and_changes_bring_at_most_one_forward_per_interval() {
-        let t0 = Instant::now();
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
         let interval = Duration::from_secs(15);
-        let s = |secs: u64| t0 + Duration::from_secs(secs);
+        let s = |secs: u64| plus(t0, Duration::from_secs(secs));
         let mut schedule = Schedule::new(s(3));
         assert_eq!(schedule.next(s(0), interval, &fp(1)), Next::Sleep(s(3)));
         assert_eq!(
@@ -145,16 +222,16 @@ mod tests {
 
     #[test]
     fn no_two_passes_come_closer_than_the_interval_without_a_change() {
-        let t0 = Instant::now();
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
         let interval = Duration::from_secs(15);
         let mut schedule = Schedule::new(t0);
-        let mut last: Option<Instant> = None;
+        let mut last: Option<Timestamp> = None;
         for step in 0..200u64 {
-            let now = t0 + Duration::from_millis(step * 700);
+            let now = plus(t0, Duration::from_millis(step * 700));
             if let Next::Run { forward } = schedule.next(now, interval, &fp(1)) {
                 assert!(!forward);
                 if let Some(l) = last {
-                    assert!(now - l >= interval);
+                    assert!(now.duration_since(l) >= SignedDuration::try_from(interval).unwrap());
                 }
                 schedule.ran(now, forward, fp(1));
                 last = Some(now);
@@ -178,5 +255,87 @@ mod tests {
             "{early} of 1000 in the first half"
         );
         assert_eq!(offset("uid-1", interval), offset("uid-1", interval));
+    }
+
+    #[test]
+    fn a_wake_at_brings_the_next_pass_forward_but_never_closer_than_the_floor() {
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        let s = |secs: u64| plus(t0, Duration::from_secs(secs));
+        let interval = Duration::from_secs(15);
+        let mut schedule = Schedule::new(s(0));
+        schedule.ran(s(0), false, fp(1));
+        // Earlier than the interval: the pass comes then.
+        schedule.wake(Some(s(4)));
+        assert_eq!(schedule.next(s(1), interval, &fp(1)), Next::Sleep(s(4)));
+        assert_eq!(
+            schedule.next(s(4), interval, &fp(1)),
+            Next::Run { forward: false }
+        );
+        schedule.ran(s(4), false, fp(1));
+        // Later than the interval: the interval's pass comes first.
+        schedule.wake(Some(s(100)));
+        assert_eq!(schedule.next(s(5), interval, &fp(1)), Next::Sleep(s(19)));
+        // Already passed: at once, but not within the floor of the last pass.
+        schedule.ran(s(19), false, fp(1));
+        schedule.wake(Some(s(10)));
+        assert_eq!(
+            schedule.next(s(19), interval, &fp(1)),
+            Next::Sleep(plus(s(19), WAKE_FLOOR))
+        );
+        assert_eq!(
+            schedule.next(s(20), interval, &fp(1)),
+            Next::Run { forward: false }
+        );
+        // A pass without a wake_at falls back to the interval.
+        schedule.ran(s(20), false, fp(1));
+        assert_eq!(schedule.next(s(21), interval, &fp(1)), Next::Sleep(s(35)));
+    }
+
+    #[test]
+    fn a_wake_at_converts_by_its_distance_from_the_pass_s_wall_clock() {
+        let wall = Timestamp::from_second(1_900_000_000).unwrap();
+        let mono = Timestamp::from_second(1_800_000_000).unwrap();
+        let ahead = plus(wall, Duration::from_secs(7));
+        assert_eq!(
+            convert(ahead, wall, mono),
+            plus(mono, Duration::from_secs(7))
+        );
+        let behind = wall - SignedDuration::from_secs(3);
+        assert_eq!(
+            convert(behind, wall, mono),
+            mono - SignedDuration::from_secs(3)
+        );
+        assert_eq!(
+            convert(Timestamp::MAX, Timestamp::MIN, mono),
+            Timestamp::MAX
+        );
+    }
+
+    /// The shell's loop in small: on paused tokio time, a pass whose outcome wakes 4 s later
+    /// is followed by a pass 4 s later, not at the interval; a wake_at in the past never
+    /// spins.
+    #[tokio::test(start_paused = true)]
+    async fn on_paused_time_a_pass_comes_at_wake_at_before_the_interval() {
+        let clock = TokioClock::new(Timestamp::from_second(1_800_000_000).unwrap());
+        let interval = Duration::from_secs(15);
+        let start = tokio::time::Instant::now();
+        let mut schedule = Schedule::new(clock.now());
+        let mut passes = Vec::new();
+        // Each pass's outcome: wake 4 s later, then 1 h in the past, then nothing.
+        let wakes = [Some(4), Some(-3600), None, None];
+        while passes.len() < wakes.len() {
+            match schedule.next(clock.now(), interval, &fp(1)) {
+                Next::Sleep(until) => tokio::time::sleep_until(clock.instant(until)).await,
+                Next::Run { forward } => {
+                    let at = clock.now();
+                    schedule.ran(at, forward, fp(1));
+                    passes.push(start.elapsed());
+                    let wake = wakes[passes.len() - 1].map(|s| at + SignedDuration::from_secs(s));
+                    schedule.wake(wake);
+                }
+            }
+        }
+        let secs: Vec<u64> = passes.iter().map(|d| d.as_secs()).collect();
+        assert_eq!(secs, vec![0, 4, 5, 20]);
     }
 }

@@ -46,6 +46,9 @@ pub struct PassReport {
     pub scrapes: Vec<ScrapeResult>,
     /// A problem that stopped the pass before the core, or the target's engine problem.
     pub problem: Option<String>,
+    /// The core's next edge (`Outcome::wake_at`), on this pass's clock: the next pass runs
+    /// no later than it.
+    pub wake_at: Option<Timestamp>,
 }
 
 /// An object this worker wrote, and the resource version it replaced: while the watch cache
@@ -265,6 +268,7 @@ impl Worker {
         let before = self.memory.clone();
         let outcome = reconcile(&input, &mut self.memory);
         report.plan = outcome.plan.clone();
+        report.wake_at = outcome.wake_at;
         let interval = SignedDuration::from_secs(interval);
         let landed = match (&outcome.write, md) {
             (Some(write), Some(md)) => {
