@@ -101,14 +101,15 @@ pub fn annotations(md: &ModelDeployment) -> std::collections::BTreeMap<String, S
     md.metadata.annotations.clone().unwrap_or_default()
 }
 
-pub async fn setup(
-    name: &str,
-) -> Option<(
+/// A test's client, namespace, and its targets and scalers.
+pub type Scene = (
     kube::Client,
     String,
     Api<ModelDeployment>,
     Api<ModelDeploymentScaler>,
-)> {
+);
+
+pub async fn setup(name: &str) -> Option<Scene> {
     let plane = mds_testkit::e2e()?;
     let ns = plane.namespace(name).await.unwrap();
     let client = plane.client();
@@ -118,14 +119,7 @@ pub async fn setup(
 }
 
 /// [`setup`] with target `llm` and scaler `llm` on it created.
-pub async fn setup_llm(
-    name: &str,
-) -> Option<(
-    kube::Client,
-    String,
-    Api<ModelDeployment>,
-    Api<ModelDeploymentScaler>,
-)> {
+pub async fn setup_llm(name: &str) -> Option<Scene> {
     let (client, ns, targets, scalers) = setup(name).await?;
     create_target(&client, &ns, "llm").await;
     create_scaler(&scalers, "llm", "llm").await;

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use mds_api::resources::{WORKLOAD_GROUP, WORKLOAD_VERSION};
 use mds_api::target::{annotation_keys, labels};
+use mds_testdata::{mk_pod, mk_workload};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -124,24 +125,13 @@ fn workload_resource() -> ApiResource {
 /// scheduled, and its admitted Workload.
 pub async fn serve_instance(lab: &Lab, target: &str, role: &str, ordinal: u32, engine: &Engine) {
     let name = format!("{target}-{role}-{ordinal}");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {
-            "name": name,
-            "labels": {
-                labels::NAME: "model-deployment",
-                labels::INSTANCE: target,
-                labels::COMPONENT: role,
-                labels::POD_ORDINAL: ordinal.to_string(),
-                labels::POD_GROUP_NAME: name,
-            },
-            "annotations": {
-                annotation_keys::SCRAPE: "true",
-                annotation_keys::SCRAPE_PORT: engine.address.port().to_string(),
-            },
-        },
-        "spec": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.10.2"}]}
-    }))
-    .unwrap();
+    let mut pod = mk_pod(target, role, ordinal)
+        .label(labels::POD_GROUP_NAME, &name)
+        .annotation(annotation_keys::SCRAPE, "true")
+        .port(engine.address.port())
+        .build();
+    pod["spec"] = json!({"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.10.2"}]});
+    let pod: Pod = serde_json::from_value(pod).unwrap();
     let pods: Api<Pod> = Api::namespaced(lab.admin.clone(), &lab.namespace);
     pods.create(&PostParams::default(), &pod).await.unwrap();
     let ip = engine.address.ip().to_string();
@@ -159,13 +149,7 @@ pub async fn serve_instance(lab: &Lab, target: &str, role: &str, ordinal: u32, e
 
     let workloads: Api<DynamicObject> =
         Api::namespaced_with(lab.admin.clone(), &lab.namespace, &workload_resource());
-    let workload: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": format!("{WORKLOAD_GROUP}/{WORKLOAD_VERSION}"), "kind": "Workload",
-        "metadata": {"name": name},
-        "spec": {"queueName": "h100", "podSets": [{"name": "main", "count": 1,
-            "template": {"spec": {"containers": [{"name": "main", "image": "vllm/vllm-openai:v0.10.2"}]}}}]}
-    }))
-    .unwrap();
+    let workload: DynamicObject = mk_workload(&name, "h100").typed();
     workloads
         .create(&PostParams::default(), &workload)
         .await

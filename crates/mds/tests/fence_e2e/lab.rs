@@ -16,6 +16,7 @@ use mds_api::resources::TargetApiVersion;
 use mds_api::target::ModelDeployment;
 use mds_operator::runtime::{self, ControllerConfig};
 use mds_operator::telemetry::Telemetry;
+use mds_testdata::{mk_scaler, mk_target};
 use mds_testkit::ControlPlane;
 use mds_webhook::configuration::FENCE_WEBHOOK;
 use serde_json::{Value, json};
@@ -249,34 +250,17 @@ where
 }
 
 pub fn target_manifest(name: &str, roles: &[(&str, i32)]) -> Value {
-    let roles: Vec<Value> = roles
-        .iter()
-        .map(|(role, replicas)| json!({"name": role, "kind": "Server", "replicas": replicas, "instanceType": "h100"}))
-        .collect();
-    json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": name},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"}, "roles": roles}
-    })
+    let servers: Vec<(&str, &str, i32)> = roles.iter().map(|(r, n)| (*r, "Server", *n)).collect();
+    mk_target(name).roles(&servers).build()
 }
 
 pub fn scaler_manifest(name: &str, target: &str, roles: &[&str]) -> Value {
-    let bounds: Vec<Value> = roles
-        .iter()
-        .map(|r| json!({"name": r, "minReplicas": 1, "maxReplicas": 8}))
-        .collect();
-    let targets: Vec<Value> = roles
-        .iter()
-        .map(|r| json!({"name": r, "target": "10"}))
-        .collect();
-    json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-        "metadata": {"name": name},
-        "spec": {"targetRef": {"name": target}, "mode": "Active",
-            "sampling": {"intervalSeconds": 5},
-            "roles": bounds,
-            "algorithm": {"type": "Proportional", "proportional": {"metric": "QueueDepth", "roleTargets": targets}}}
-    })
+    let scaler = mk_scaler(name).target(target).interval_seconds(5);
+    let bounded = roles.iter().fold(scaler, |s, r| s.role_bounds(r, 1, 8));
+    bounded
+        .queue_depth("10")
+        .algorithm_type("Proportional")
+        .build()
 }
 
 pub fn annotations(md: &ModelDeployment) -> std::collections::BTreeMap<String, String> {
