@@ -14,9 +14,10 @@ use mds_api::ModelDeploymentScaler;
 use mds_api::resources::TargetApiVersion;
 use mds_api::target::ModelDeployment;
 use mds_lab::{Load, LoadProfile, RoleSettings, WorldConfig};
+use mds_testdata::{mk_role, mk_scaler, mk_target};
 use mds_testkit::eventually;
 use mds_testkit::standin::{StandIn, StandInOptions};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const LONG: Duration = Duration::from_secs(150);
 
@@ -77,52 +78,27 @@ fn load(rps: f64) -> LoadProfile {
 /// A TokenThroughput scaler: 1,000 tokens per second per Server replica, or per Prefill and
 /// Decode replica; short windows and timeouts (within the spec's ranges).
 fn token_scaler(name: &str, roles: &[(&str, i32, i32)]) -> ModelDeploymentScaler {
-    let roles: Vec<Value> = roles
-        .iter()
-        .map(|(r, min, max)| json!({"name": r, "minReplicas": min, "maxReplicas": max}))
-        .collect();
-    serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-        "metadata": {"name": name},
-        "spec": {"targetRef": {"name": name}, "mode": "Active",
-            "sampling": {"intervalSeconds": 5, "pendingTimeoutSeconds": 60},
-            "roles": roles,
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 5, "cooldownAfterAbortSeconds": 30,
-                "decodePostScaleUpGraceSeconds": 5}},
-            "algorithm": {"type": "TokenThroughput", "tokenThroughput": {
-                "serverTargetTokensPerSecond": "1000", "prefillTargetTokensPerSecond": "1000",
-                "decodeTargetTokensPerSecond": "1000", "stableWindowSeconds": 30,
-                "panicWindowSeconds": 10, "ttftTargetMilliseconds": "60000",
-                "itlTargetMilliseconds": "60000"}}}
-    }))
-    .unwrap()
+    let scaler = roles.iter().fold(mk_scaler(name), |s, (r, min, max)| {
+        s.role_bounds(r, *min, *max)
+    });
+    let sampling = json!({"intervalSeconds": 5, "pendingTimeoutSeconds": 60});
+    let behavior = json!({"scaleDown": {"stabilizationWindowSeconds": 5,
+        "cooldownAfterAbortSeconds": 30, "decodePostScaleUpGraceSeconds": 5}});
+    let algorithm = json!({"type": "TokenThroughput", "tokenThroughput": {
+        "serverTargetTokensPerSecond": "1000", "prefillTargetTokensPerSecond": "1000",
+        "decodeTargetTokensPerSecond": "1000", "stableWindowSeconds": 30,
+        "panicWindowSeconds": 10, "ttftTargetMilliseconds": "60000",
+        "itlTargetMilliseconds": "60000"}});
+    let scaler = scaler
+        .field("sampling", sampling)
+        .field("behavior", behavior);
+    scaler.algorithm(algorithm).typed()
 }
 
 async fn create_md(scene: &Scene, name: &str, router: bool, roles: &[(&str, &str, i32)]) {
-    let roles: Vec<Value> = roles
-        .iter()
-        .map(|(r, kind, n)| json!({"name": r, "kind": kind, "replicas": n, "instanceType": "h100"}))
-        .collect();
-    create_md_with_roles(scene, name, router, roles).await;
-}
-
-async fn create_md_with_roles(scene: &Scene, name: &str, router: bool, roles: Vec<Value>) {
-    let mut spec = json!({"engine": {"name": "vLLM"}, "roles": roles});
-    if router {
-        spec["router"] = json!({"name": "vllm-router"});
-    }
-    let gvk = kube::core::GroupVersionKind::gvk("worker.gpustack.ai", "v1", "ModelDeployment");
-    let api: Api<kube::core::DynamicObject> = Api::namespaced_with(
-        scene.client.clone(),
-        &scene.ns,
-        &kube::core::ApiResource::from_gvk(&gvk),
-    );
-    let object = serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": name}, "spec": spec
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap();
+    let router = router.then_some("vllm-router");
+    let target = mk_target(name).router(router).roles(roles).build();
+    create_target_value(&scene.client, &scene.ns, target).await;
 }
 
 /// Target and scaler `llm`: one Server role at 2 replicas (bounds 1 to 8) under a load of
@@ -227,11 +203,13 @@ async fn replicas_of_two_pods_count_once_and_scale_down_with_every_member_annota
         .standin
         .set_load(&scene.ns, "llm", Some("dp"), load(0.7));
     let role = |name: &str, extra: &[&str]| {
-        json!({"name": name, "kind": "Server", "replicas": 2, "size": 2,
-            "instanceType": "h100", "extraArgs": extra})
+        let role = mk_role(name).kind("Server").replicas(2).size(2);
+        role.field("extraArgs", json!(extra))
     };
-    let roles = vec![role("tp", &[]), role("dp", &["--data-parallel-size=2"])];
-    create_md_with_roles(&scene, "llm", true, roles).await;
+    let target = mk_target("llm")
+        .role(role("tp", &[]))
+        .role(role("dp", &["--data-parallel-size=2"]));
+    create_target_value(&scene.client, &scene.ns, target.build()).await;
     scene
         .scalers
         .create(

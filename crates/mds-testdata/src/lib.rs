@@ -85,6 +85,12 @@ impl Role {
         self
     }
 
+    /// Sets any other field of the role (`extraArgs`...).
+    pub fn field(mut self, key: &str, value: Value) -> Role {
+        self.0.insert(key.into(), value);
+        self
+    }
+
     pub fn build(self) -> Value {
         Value::Object(self.0)
     }

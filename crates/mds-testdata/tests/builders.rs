@@ -34,6 +34,8 @@ fn a_target_without_a_router_names_only_its_engine() {
         built["spec"],
         json!({"engine": {"name": "SGLang"}, "roles": []})
     );
+    let role = mk_role("dp").field("extraArgs", json!(["--data-parallel-size=2"]));
+    assert_eq!(role.build()["extraArgs"], json!(["--data-parallel-size=2"]));
     let md: ModelDeployment = mk_target("llm").role(mk_role("server")).typed();
     assert_eq!(md.spec.roles[0].name, "server");
 }

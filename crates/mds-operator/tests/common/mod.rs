@@ -53,11 +53,16 @@ pub fn start(client: kube::Client, namespace: &str) -> Running {
 /// Our read model of the target carries no apiVersion and kind, so it is created as a
 /// dynamic object.
 pub async fn create_target(client: &kube::Client, namespace: &str, name: &str) {
+    create_target_value(client, namespace, target(name)).await;
+}
+
+/// Creates the target `value` (a [`mds_testdata::mk_target`] built) as a dynamic object.
+pub async fn create_target_value(client: &kube::Client, namespace: &str, value: serde_json::Value) {
     let gvk = kube::core::GroupVersionKind::gvk("worker.gpustack.ai", "v1", "ModelDeployment");
     let resource = kube::core::ApiResource::from_gvk(&gvk);
     let api: Api<kube::core::DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &resource);
-    let object: kube::core::DynamicObject = serde_json::from_value(target(name)).unwrap();
+    let object: kube::core::DynamicObject = serde_json::from_value(value).unwrap();
     api.create(&PostParams::default(), &object).await.unwrap();
 }
 
