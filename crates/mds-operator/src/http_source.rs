@@ -18,6 +18,8 @@ use mds_signals::scrape::MAX_PAGE_BYTES;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::ports::{MetricsSource, ScrapeError};
+use crate::tokio_clock::TokioClock;
+use mds_worker::schedule::Clock;
 
 /// Page bytes held at once across all scrapes, by default: four pages at the cap, about 300
 /// ordinary 200 KB vLLM pages.
@@ -63,6 +65,8 @@ pub struct HttpSource {
     bytes: Arc<Semaphore>,
     bytes_total: usize,
     config: ScrapeConfig,
+    /// When pages arrive: monotonic, on tokio's clock (paused with it in tests).
+    clock: TokioClock,
 }
 
 /// A page read into memory and the bytes it holds of the bound.
@@ -99,6 +103,7 @@ impl HttpSource {
             permits: Arc::new(Semaphore::new(config.concurrency.max(1))),
             bytes: Arc::new(Semaphore::new(bytes_total)),
             bytes_total,
+            clock: TokioClock::new(jiff::Timestamp::now()),
             config: ScrapeConfig {
                 max_bytes,
                 ..config
@@ -193,6 +198,10 @@ impl HttpSource {
 }
 
 impl MetricsSource for HttpSource {
+    fn now(&self) -> Option<jiff::Timestamp> {
+        Some(self.clock.now())
+    }
+
     async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
         self.fetch_with(url, str::to_owned).await
     }

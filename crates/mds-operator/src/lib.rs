@@ -1,23 +1,27 @@
-//! The kube-rs shell around the pure core (ARCHITECTURE): a worker per scaler that reaches the
-//! cluster only through the `Cluster` and `MetricsSource` ports, their production adapters
-//! (kube-rs watch caches and writes, reqwest scrapes), the controller runtime that schedules
-//! passes, leader election, and the operator's own metrics and probes. No decision logic lives
+//! The kube-rs shell around the sans-IO worker (ARCHITECTURE): the production adapters of the
+//! worker's `Cluster` and `MetricsSource` ports (kube-rs watch caches and writes, reqwest
+//! scrapes), the controller runtime that schedules passes on tokio, leader election, and the
+//! operator's own metrics and probes. The worker, its ports, the sampler and the schedule live
+//! in `mds-worker` and are re-exported here under their old paths. No decision logic lives
 //! here.
 
 pub mod api_client;
 pub mod cache;
-pub mod facts;
-pub mod failures;
 pub mod http_source;
 pub mod kube_cluster;
 pub mod leader;
 pub mod lookups;
-pub mod ports;
 pub mod runtime;
-pub mod sampler;
-pub mod schedule;
 pub mod telemetry;
-pub mod worker;
+pub mod tokio_clock;
+
+pub use mds_worker::{facts, failures, ports, sampler, worker};
+
+/// The worker crate's schedule, with the shell's tokio clock beside it.
+pub mod schedule {
+    pub use crate::tokio_clock::TokioClock;
+    pub use mds_worker::schedule::*;
+}
 
 pub use ports::{Cluster, MetricsSource, ScalerKey, ScrapeError, Snapshot, WriteError};
 pub use worker::{FINALIZER, PassReport, Worker};

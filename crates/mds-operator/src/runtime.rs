@@ -511,7 +511,7 @@ async fn worker_task(
                         &shared.cluster,
                         &shared.source,
                         stamped,
-                        Some(&shared.passes),
+                        Some(shared.passes.acquire()),
                     ))
                     .catch_unwind()
                     .instrument(span.clone())

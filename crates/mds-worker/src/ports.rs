@@ -7,6 +7,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use mds_api::ModelDeploymentScaler;
 use mds_api::status::ModelDeploymentScalerStatus;
@@ -163,6 +164,15 @@ impl ScrapeError {
 
 /// Reads engine pages.
 pub trait MetricsSource: Send + Sync {
+    /// The source's clock, read when a pass starts sampling and when each page is asked for
+    /// and has arrived: a page counts as read at its arrival, and a read's duration is taken
+    /// on it. Monotonic in the shell (`HttpSource` reads tokio's clock, so paused time keeps
+    /// tests deterministic). `None`, the default, is a source without a clock: every page
+    /// counts as read at the pass's `now`, in no time.
+    fn now(&self) -> Option<Timestamp> {
+        None
+    }
+
     /// The text of the page at `url`, at most `mds_signals::scrape::MAX_PAGE_BYTES`.
     fn fetch(&self, url: &str) -> impl Future<Output = Result<String, ScrapeError>> + Send;
 

@@ -13,12 +13,12 @@ use mds_api::ModelDeploymentScaler;
 use mds_api::status::ModelDeploymentScalerStatus;
 use mds_api::target::ModelDeployment;
 use mds_core::{Event, PatchOp};
-use mds_operator::sampler::sample;
-use mds_operator::{
-    Cluster, FINALIZER, MetricsSource, ScalerKey, ScrapeError, Snapshot, Worker, WriteError,
-};
 use mds_signals::SampleStore;
 use mds_testdata::{mk_pod, mk_role, mk_scaler, mk_target};
+use mds_worker::sampler::sample;
+use mds_worker::{
+    Cluster, FINALIZER, MetricsSource, ScalerKey, ScrapeError, Snapshot, Worker, WriteError,
+};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -179,14 +179,14 @@ async fn a_slow_engine_holds_no_pass_permit_another_scaler_waits_for() {
     let (mut slow, mut fast) = (Worker::new(key("slow")), Worker::new(key("fast")));
     let began = Instant::now();
     let slow_pass = async {
-        slow.pass_bounded(&cluster, &engines, at(0), Some(&passes))
+        slow.pass_bounded(&cluster, &engines, at(0), Some(passes.acquire()))
             .await;
         began.elapsed()
     };
     let fast_pass = async {
         // The slow scaler's pass starts first and is waiting for its engine.
         tokio::task::yield_now().await;
-        fast.pass_bounded(&cluster, &engines, at(0), Some(&passes))
+        fast.pass_bounded(&cluster, &engines, at(0), Some(passes.acquire()))
             .await;
         began.elapsed()
     };
@@ -210,7 +210,7 @@ async fn a_pass_samples_without_a_permit_and_plans_only_with_one() {
     let mut worker = Worker::new(key("a"));
     let waited = tokio::time::timeout(
         Duration::from_secs(60),
-        worker.pass_bounded(&cluster, &engines, at(0), Some(&passes)),
+        worker.pass_bounded(&cluster, &engines, at(0), Some(passes.acquire())),
     )
     .await;
     assert!(waited.is_err(), "the pass planned without a permit");
@@ -222,7 +222,7 @@ async fn a_pass_samples_without_a_permit_and_plans_only_with_one() {
     assert_eq!(*cluster.status_writes.lock().unwrap(), 0);
     drop(held);
     worker
-        .pass_bounded(&cluster, &engines, at(15), Some(&passes))
+        .pass_bounded(&cluster, &engines, at(15), Some(passes.acquire()))
         .await;
     assert_eq!(*cluster.status_writes.lock().unwrap(), 1);
 }

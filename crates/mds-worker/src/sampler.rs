@@ -67,8 +67,8 @@ pub async fn sample<M: MetricsSource>(
     // Each page counts as read when it arrived, not when the pass began: at scale a read can
     // wait for a permit or a slow engine for a good part of a second, and counter deltas over
     // pass-start times would be off by that much (3 % of a 15 s interval per half second).
-    // Tokio's clock, so paused time keeps tests and simulations deterministic.
-    let started = tokio::time::Instant::now();
+    // The source's clock, so paused time keeps tests and simulations deterministic.
+    let started = metrics.now();
     let mut plans = Vec::new();
     for role in &md.spec.roles {
         let plan = scrape::plan(&pod_facts(pods, &role.name), md.load_balance(&role.name));
@@ -158,17 +158,23 @@ pub async fn sample<M: MetricsSource>(
     sampling
 }
 
-/// When one page arrived, on Tokio's clock, and how long its read took.
+/// When one page arrived, on the source's clock (none when it keeps none), and how long its
+/// read took.
 struct FetchTimes {
-    arrived: tokio::time::Instant,
+    arrived: Option<Timestamp>,
     seconds: f64,
 }
 
 impl FetchTimes {
-    /// How long after `start` the page arrived.
-    fn arrived_after(&self, start: tokio::time::Instant) -> jiff::SignedDuration {
-        jiff::SignedDuration::try_from(self.arrived.saturating_duration_since(start))
-            .unwrap_or(jiff::SignedDuration::ZERO)
+    /// How long after `start` the page arrived; zero without a clock or when the clock went
+    /// back.
+    fn arrived_after(&self, start: Option<Timestamp>) -> jiff::SignedDuration {
+        match (start, self.arrived) {
+            (Some(start), Some(arrived)) => arrived
+                .duration_since(start)
+                .max(jiff::SignedDuration::ZERO),
+            _ => jiff::SignedDuration::ZERO,
+        }
     }
 }
 
@@ -184,15 +190,16 @@ async fn fetch_one<'a, M: MetricsSource>(
     FetchTimes,
     Result<EngineSample, ScrapeError>,
 ) {
-    let began = tokio::time::Instant::now();
+    let began = metrics.now();
     // Only the families the adapter reads are parsed; no notes for inspection.
     let page = metrics
         .fetch_with(&target.url, |text| engine::read_text(engine_kind, text))
         .await;
-    let arrived = tokio::time::Instant::now();
-    let times = FetchTimes {
-        arrived,
-        seconds: arrived.duration_since(began).as_secs_f64(),
+    let arrived = metrics.now();
+    let seconds = match (began, arrived) {
+        (Some(began), Some(arrived)) => arrived.duration_since(began).as_secs_f64().max(0.0),
+        _ => 0.0,
     };
+    let times = FetchTimes { arrived, seconds };
     (role, target.uid.clone(), times, page)
 }

@@ -12,10 +12,10 @@ use mds_api::ModelDeploymentScaler;
 use mds_api::status::ModelDeploymentScalerStatus;
 use mds_api::target::ModelDeployment;
 use mds_core::{Event, PatchOp, WriteKind};
-use mds_operator::{
+use mds_testdata::{mk_pod, mk_role, mk_scaler, mk_target};
+use mds_worker::{
     Cluster, FINALIZER, MetricsSource, ScalerKey, ScrapeError, Snapshot, Worker, WriteError,
 };
-use mds_testdata::{mk_pod, mk_role, mk_scaler, mk_target};
 use serde_json::{Value, json};
 
 #[derive(Default)]
@@ -194,7 +194,7 @@ impl Fake {
     }
 }
 
-fn is_commit(report: &mds_operator::PassReport) -> bool {
+fn is_commit(report: &mds_worker::PassReport) -> bool {
     matches!(report.write, Some((WriteKind::Commit, _)))
 }
 

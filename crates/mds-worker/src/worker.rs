@@ -16,7 +16,6 @@ use mds_api::target::ModelDeployment;
 use mds_core::{Input, Memory, Scaler, Target, Write, WriteKind, reconcile, report_failed_write};
 use mds_planner::Plan;
 use mds_signals::{RoleObservation, SampleStore};
-use tokio::sync::Semaphore;
 
 use crate::facts::instance_facts;
 use crate::failures::{Failure, TargetMark};
@@ -61,15 +60,29 @@ struct Written<K> {
 
 /// The object to plan from, and the version the cache shows when it is our own write the
 /// cache has not seen yet.
-fn newest<K: kube::Resource + Clone>(
-    cached: &K,
-    written: &Option<Written<K>>,
-) -> (K, Option<Option<String>>) {
+fn newest<K: Versioned>(cached: &K, written: &Option<Written<K>>) -> (K, Option<Option<String>>) {
     match written {
-        Some(w) if w.replaced == cached.meta().resource_version => {
+        Some(w) if &w.replaced == cached.resource_version() => {
             (w.object.clone(), Some(w.replaced.clone()))
         }
         _ => (cached.clone(), None),
+    }
+}
+
+/// An object with a resource version: the scaler and its target.
+trait Versioned: Clone {
+    fn resource_version(&self) -> &Option<String>;
+}
+
+impl Versioned for ModelDeploymentScaler {
+    fn resource_version(&self) -> &Option<String> {
+        &self.metadata.resource_version
+    }
+}
+
+impl Versioned for ModelDeployment {
+    fn resource_version(&self) -> &Option<String> {
+        &self.metadata.resource_version
     }
 }
 
@@ -134,19 +147,22 @@ impl Worker {
         metrics: &M,
         now: Timestamp,
     ) -> PassReport {
-        self.pass_bounded(cluster, metrics, now, None).await
+        self.pass_bounded(cluster, metrics, now, None::<std::future::Ready<()>>)
+            .await
     }
 
-    /// Runs one pass at `now`, its planning and writes under one of `passes`' permits, taken
-    /// once the pass has sampled: scrapes are bounded by the source alone, so a slow engine
-    /// delays its own scaler's pass and holds no permit another scaler waits for. The permit
-    /// goes when the pass ends; a closed semaphore bounds nothing.
-    pub async fn pass_bounded<C: Cluster, M: MetricsSource>(
+    /// Runs one pass at `now`, its planning and writes under the permit `permit` yields,
+    /// awaited once the pass has sampled: scrapes are bounded by the source alone, so a slow
+    /// engine delays its own scaler's pass and holds no permit another scaler waits for. The
+    /// permit (whatever `permit` resolves to, e.g. a semaphore's guard) is held until the pass
+    /// ends and dropped then, on every path; the shell's closed semaphore yields an error,
+    /// which bounds nothing. `permit` is not polled before sampling is over.
+    pub async fn pass_bounded<C: Cluster, M: MetricsSource, P: Future>(
         &mut self,
         cluster: &C,
         metrics: &M,
         now: Timestamp,
-        passes: Option<&Semaphore>,
+        permit: Option<P>,
     ) -> PassReport {
         let mut report = PassReport::default();
         let Some(snapshot) = cluster.snapshot(&self.key).await else {
@@ -223,8 +239,8 @@ impl Worker {
                 report.problem = last.problem.clone();
             }
         }
-        let _permit = match passes {
-            Some(passes) => passes.acquire().await.ok(),
+        let _permit = match permit {
+            Some(permit) => Some(permit.await),
             None => None,
         };
         if self

@@ -1,5 +1,6 @@
 //! A page counts as read when it arrived, not when its pass began: a slow read must not bend
-//! the counter rates. Paused Tokio time makes the delays exact.
+//! the counter rates. The source's clock says when a page arrived; paused Tokio time under
+//! it makes the delays exact.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -7,15 +8,25 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
 use mds_api::target::ModelDeployment;
-use mds_operator::sampler::sample;
-use mds_operator::{MetricsSource, ScrapeError};
 use mds_signals::SampleStore;
 use mds_testdata::{mk_pod, mk_role, mk_target};
+use mds_worker::sampler::sample;
+use mds_worker::{MetricsSource, ScrapeError};
 
 /// One engine whose page shows `generated` tokens and arrives `delay` after it is asked for.
-#[derive(Default)]
+/// Its clock is tokio's (paused here), from `at(0)` when it was made.
 struct SlowEngine {
     state: Mutex<(u64, Duration)>,
+    made: tokio::time::Instant,
+}
+
+impl Default for SlowEngine {
+    fn default() -> SlowEngine {
+        SlowEngine {
+            state: Mutex::default(),
+            made: tokio::time::Instant::now(),
+        }
+    }
 }
 
 impl SlowEngine {
@@ -25,6 +36,11 @@ impl SlowEngine {
 }
 
 impl MetricsSource for SlowEngine {
+    fn now(&self) -> Option<Timestamp> {
+        let elapsed = SignedDuration::try_from(self.made.elapsed()).ok()?;
+        Some(at(0) + elapsed)
+    }
+
     async fn fetch(&self, _url: &str) -> Result<String, ScrapeError> {
         let (generated, delay) = *self.state.lock().unwrap();
         tokio::time::sleep(delay).await;
@@ -70,6 +86,31 @@ async fn a_counter_rate_is_taken_over_the_times_the_pages_arrived() {
     assert_eq!(sampling.scrapes[0].seconds, 5.0, "the read's own duration");
 }
 
+/// The same engine behind a source that keeps no clock.
+struct Clockless(SlowEngine);
+
+impl MetricsSource for Clockless {
+    async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
+        self.0.fetch(url).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_source_without_a_clock_has_its_pages_read_at_the_passes_times() {
+    let engine = Clockless(SlowEngine::default());
+    let (md, pods) = (target(), vec![pod()]);
+    let mut store = SampleStore::default();
+    // The page takes 5 s to arrive, but only the source's clock could say so: 2,000 tokens
+    // over the passes' 15 s, and a read that took no time.
+    engine.0.set(10_000, Duration::ZERO);
+    sample(&engine, &mut store, &md, &pods, 15, at(0)).await;
+    engine.0.set(12_000, Duration::from_secs(5));
+    let sampling = sample(&engine, &mut store, &md, &pods, 15, at(15)).await;
+    let rate = sampling.observations["server"].generation_tokens_per_second;
+    assert_eq!(rate, Some(2_000.0 / 15.0));
+    assert_eq!(sampling.scrapes[0].seconds, 0.0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn pages_arriving_at_once_give_the_rate_over_the_passes_times() {
     let engine = SlowEngine::default();
@@ -101,11 +142,9 @@ impl MetricsSource for FlakyEngine {
     async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
         let generated = *self.generated.lock().unwrap();
         let generated = generated.ok_or_else(|| ScrapeError::Connect(url.to_string()))?;
-        SlowEngine {
-            state: Mutex::new((generated, Duration::ZERO)),
-        }
-        .fetch(url)
-        .await
+        let engine = SlowEngine::default();
+        engine.set(generated, Duration::ZERO);
+        engine.fetch(url).await
     }
 }
 
