@@ -26,6 +26,20 @@ fn impersonating(plane: &mds_testkit::ControlPlane, namespace: &str, name: &str)
     serde_yaml_ng::to_string(&config).unwrap()
 }
 
+/// A namespace with deploy/'s ServiceAccount and a kubeconfig impersonating it, in a folder kept
+/// for the test.
+async fn as_operator(
+    plane: &mds_testkit::ControlPlane,
+    hint: &str,
+) -> (String, tempfile::TempDir, std::path::PathBuf) {
+    let namespace = plane.namespace(hint).await.unwrap();
+    install_operator_identity(plane, &namespace);
+    let folder = tempfile::tempdir().unwrap();
+    let kubeconfig = folder.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, impersonating(plane, &namespace, "mds")).unwrap();
+    (namespace, folder, kubeconfig)
+}
+
 /// Stops the child if the test ends early.
 struct Running(Child);
 
@@ -50,11 +64,7 @@ async fn the_leader_exits_on_sigterm_and_releases_its_lease() {
     let Some(plane) = mds_testkit::e2e() else {
         return;
     };
-    let namespace = plane.namespace("controller-stop").await.unwrap();
-    install_operator_identity(plane, &namespace);
-    let folder = tempfile::tempdir().unwrap();
-    let kubeconfig = folder.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, impersonating(plane, &namespace, "mds")).unwrap();
+    let (namespace, _folder, kubeconfig) = as_operator(plane, "controller-stop").await;
 
     let child = Command::new(env!("CARGO_BIN_EXE_mds"))
         .args(["controller", "--kubeconfig"])
@@ -103,11 +113,7 @@ async fn a_controller_whose_webhooks_cannot_start_exits_non_zero_naming_why() {
     let Some(plane) = mds_testkit::e2e() else {
         return;
     };
-    let namespace = plane.namespace("controller-webhook").await.unwrap();
-    install_operator_identity(plane, &namespace);
-    let folder = tempfile::tempdir().unwrap();
-    let kubeconfig = folder.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, impersonating(plane, &namespace, "mds")).unwrap();
+    let (_namespace, folder, kubeconfig) = as_operator(plane, "controller-webhook").await;
     let missing = folder.path().join("no-such-tls.crt");
     let run = async |cert: &std::path::Path| {
         let child = Command::new(env!("CARGO_BIN_EXE_mds"))
