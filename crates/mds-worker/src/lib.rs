@@ -8,6 +8,7 @@
 
 pub mod facts;
 pub mod failures;
+pub mod memory_cluster;
 pub mod ports;
 pub mod sampler;
 pub mod schedule;
