@@ -147,17 +147,27 @@ mod tests {
     const INTERVAL: SignedDuration = SignedDuration::from_secs(15);
 
     fn fail(previous: Option<&Failure>, error: WriteError, now: i64) -> Failure {
+        fail_write(previous, WriteKind::Bind, error, None, now).unwrap()
+    }
+
+    /// The failure a write of `kind` (with `vector`) leaves at `now` on spec generation 1.
+    fn fail_write(
+        previous: Option<&Failure>,
+        kind: WriteKind,
+        error: WriteError,
+        vector: Option<&ReplicaVector>,
+        now: i64,
+    ) -> Option<Failure> {
         Failure::after(
             previous,
-            WriteKind::Bind,
+            kind,
             &error,
-            None,
+            vector,
             at(now),
             INTERVAL,
             Some(1),
             TargetMark::default(),
         )
-        .unwrap()
     }
 
     #[test]
@@ -216,15 +226,12 @@ mod tests {
         );
         assert!(none.is_none());
         let vector: ReplicaVector = [("server".to_string(), 6)].into();
-        let refused = Failure::after(
+        let refused = fail_write(
             None,
             WriteKind::Commit,
-            &WriteError::Refused("names collide".into()),
+            WriteError::Refused("names collide".into()),
             Some(&vector),
-            at(0),
-            INTERVAL,
-            Some(1),
-            TargetMark::default(),
+            0,
         )
         .unwrap();
         assert_eq!(refused.write.retry_at, None);
@@ -234,15 +241,12 @@ mod tests {
             Some(vector.clone())
         );
         // An unavailable commit is retried by time, and its counts are not held.
-        let transient = Failure::after(
+        let transient = fail_write(
             None,
             WriteKind::Commit,
-            &WriteError::Unavailable("503".into()),
+            WriteError::Unavailable("503".into()),
             Some(&vector),
-            at(0),
-            INTERVAL,
-            Some(1),
-            TargetMark::default(),
+            0,
         )
         .unwrap();
         assert!(transient.refused_commit().is_none());
