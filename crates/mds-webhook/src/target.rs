@@ -5,10 +5,8 @@ use std::time::Duration;
 
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionResponse, Operation};
-use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION};
 use mds_api::fence::{self, FenceRequest, NamedScaler, Verdict};
 use mds_api::target::ModelDeployment;
-use serde_json::Value;
 
 use crate::ports::{self, ScalerLookup};
 use crate::review::{self, Request};
@@ -70,52 +68,19 @@ pub async fn fence(
     }
 }
 
-fn scaler_annotation<'a>(object: Option<&'a DynamicObject>, key: &str) -> Option<&'a str> {
-    object?
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
-}
-
-/// `spec.roles[].name` and `.replicas` read leniently from the raw object, or `None` when even
-/// that shape is not there.
-fn raw_counts(object: Option<&DynamicObject>) -> Option<Vec<(Value, Value)>> {
-    let roles = object?.data.get("spec")?.get("roles")?.as_array()?;
-    Some(
-        roles
-            .iter()
-            .map(|r| {
-                let field = |k: &str| r.get(k).cloned().unwrap_or(Value::Null);
-                (field("name"), field("replicas"))
-            })
-            .collect(),
-    )
-}
-
-/// An object that does not read as a ModelDeployment: the fence cannot judge it fully. Such a
-/// write passes while it leaves both scaler annotations as they are and moves no count that can
-/// still be read (GPUStack's own writes on an object whose shape this build does not know, and
-/// nothing the scaler could plan on anyway); otherwise it is refused.
+/// An object that does not read as a ModelDeployment: the fence judges what still reads of it
+/// (`mds_api::fence::decide_unreadable`).
 fn unreadable(request: &Request, why: &str) -> AdmissionResponse {
-    let (old, new) = (request.old_object.as_ref(), request.object.as_ref());
-    let untouched = |key| scaler_annotation(old, key) == scaler_annotation(new, key);
-    let annotations_kept = untouched(BINDING_ANNOTATION) && untouched(DECISION_ANNOTATION);
-    let unclaimed = scaler_annotation(new, BINDING_ANNOTATION).is_none();
-    let counts_kept = match (raw_counts(old), raw_counts(new)) {
-        (Some(before), Some(after)) => before == after,
-        _ => true,
-    };
-    if annotations_kept && (unclaimed || counts_kept) {
-        tracing::warn!(target_name = %request.name, %why, "ModelDeployment does not read; scaler annotations and counts untouched, so admitted");
-        return review::allow(request);
-    }
-    let message = format!(
-        "binding fence: ModelDeployment {:?} does not read as a ModelDeployment ({why}), and \
-         this write changes a scaler annotation or the replica counts of a bound target, so \
-         the fence cannot tell whether it is allowed; fix the field named",
-        request.name
+    let raw = |object: Option<&DynamicObject>| object.and_then(|o| serde_json::to_value(o).ok());
+    let (old, new) = (
+        raw(request.old_object.as_ref()),
+        raw(request.object.as_ref()),
     );
-    review::deny(request, &message, "Forbidden", 403)
+    match fence::decide_unreadable(old.as_ref(), new.as_ref(), &request.name, why) {
+        Verdict::Allowed(_) => {
+            tracing::warn!(target_name = %request.name, %why, "ModelDeployment does not read; scaler annotations and counts untouched, so admitted");
+            review::allow(request)
+        }
+        Verdict::Denied { message, .. } => review::deny(request, &message, "Forbidden", 403),
+    }
 }

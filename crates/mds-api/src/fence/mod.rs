@@ -28,6 +28,7 @@
 //!   from that user too. Orphan recovery and fixing an unreadable binding are users' writes.
 
 mod messages;
+mod unreadable;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -39,6 +40,7 @@ use crate::spec::{Mode, ModelDeploymentScaler};
 use crate::target::ModelDeployment;
 
 use messages::{describe, list, owner, release_advice};
+pub use unreadable::decide_unreadable;
 
 /// The admission operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
