@@ -12,7 +12,6 @@ mod protocol;
 pub mod rebalance;
 mod reconcile;
 mod records;
-pub mod replay;
 mod report;
 mod wake;
 

@@ -144,6 +144,9 @@ pub fn instance_facts(
         if instance_ready(group, role_size(md, &key.0)) {
             facts.ready_ordinals.insert(key.clone());
         }
+        let leaving = group
+            .iter()
+            .all(|(pod, _)| pod.metadata.deletion_timestamp.is_some());
         let admission = match &workloads_by_name {
             Some(by_name) => {
                 let workload = instance_workload(group, by_name);
@@ -154,7 +157,12 @@ pub fn instance_facts(
             }
             None => scheduled_admission(group),
         };
-        facts.admission.insert(key.clone(), admission);
+        // An instance whose every Pod is being deleted is leaving: whether it was admitted
+        // says nothing about growth (D18). Its Workload is gone first, so reading it as
+        // pending would hold growth until the last Pod went, for ever on a lost node.
+        if !leaving {
+            facts.admission.insert(key.clone(), admission);
+        }
     }
     // The ordinal being retired: its Workload is also named by UID (TARGET.md section 5).
     let retiring = md.status.as_ref().and_then(|s| s.retirement.as_ref());
@@ -348,6 +356,36 @@ mod tests {
             instance_facts(&md, &pods, None).workloads,
             None,
             "without the Workload API nothing is known about Workloads"
+        );
+    }
+
+    #[test]
+    fn a_leaving_instance_has_no_admission_to_hold_growth() {
+        // prefill 1's Workload is gone and its Pod is Terminating (stuck, say, on a lost
+        // node): it is still there for D5, but not an unadmitted instance for D18.
+        let mut terminating = (*pod("prefill", 1, None, false, "g-p1")).clone();
+        terminating.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        let pods = vec![pod("prefill", 0, None, true, "g-p0"), Arc::new(terminating)];
+        let workloads = vec![workload("g-p0", true)];
+        for served in [Some(workloads.as_slice()), None] {
+            let facts = instance_facts(&md(), &pods, served);
+            let key = |r: &str, o: i32| (r.to_string(), o);
+            assert!(facts.ordinals_with_pods.contains(&key("prefill", 1)));
+            assert_eq!(
+                facts.admission.keys().collect::<Vec<_>>(),
+                [&key("prefill", 0)],
+                "only the instance that stays has an admission"
+            );
+        }
+        // One member still running keeps the instance's admission.
+        let mut one_left = pods.clone();
+        one_left.push(pod("prefill", 1, Some(1), false, "g-p1"));
+        let facts = instance_facts(&md(), &one_left, Some(&workloads));
+        assert_eq!(
+            facts.admission[&("prefill".to_string(), 1)],
+            WorkloadAdmission::Pending
         );
     }
 

@@ -20,6 +20,9 @@ use serde_json::{Value, json};
 use crate::ports::{Cluster, ScalerKey, Snapshot, WriteError};
 use crate::worker::FINALIZER;
 
+mod parsed;
+mod restore;
+
 /// The kinds of object the cluster keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
@@ -109,6 +112,8 @@ struct State {
     scripted: BTreeMap<WriteKind, VecDeque<Fault>>,
     /// Faults drawn per write: the generator and the chance in thousandths.
     seeded: Option<(XorShift, u32)>,
+    parsed_pods: parsed::Parsed<k8s_openapi::api::core::v1::Pod>,
+    parsed_workloads: parsed::Parsed<Workload>,
 }
 
 /// The in-memory cluster. Every method is synchronous under one lock; the port's futures are
@@ -148,7 +153,14 @@ impl MemoryCluster {
 
     /// Serves snapshots from the objects as they stood `writes` writes ago.
     pub fn set_lag(&self, writes: usize) {
-        self.state().lag = writes;
+        let mut st = self.state();
+        st.lag = writes;
+        // The watch cache starts from the objects as they are now.
+        st.history.clear();
+        if writes > 0 {
+            let now = st.objects.clone();
+            st.history.push_back(now);
+        }
     }
 
     /// Serves the Kueue Workload API (snapshots then carry the namespace's Workloads).
@@ -330,6 +342,11 @@ impl State {
     /// Records a write: the watch cache's history moves on.
     fn commit_write(&mut self) {
         self.resource_version += 1;
+        // Without lag a snapshot reads the objects themselves: no copy to keep.
+        if self.lag == 0 {
+            self.history.clear();
+            return;
+        }
         self.history.push_back(self.objects.clone());
         while self.history.len() > self.lag + 1 {
             self.history.pop_front();
@@ -452,7 +469,7 @@ impl State {
         typed(&written, "scaler").map_err(WriteError::Unavailable)
     }
 
-    fn snapshot(&self, key: &ScalerKey) -> Option<Snapshot> {
+    fn snapshot(&mut self, key: &ScalerKey) -> Option<Snapshot> {
         let objects = self.history.front().unwrap_or(&self.objects);
         let get =
             |kind: Kind, name: &str| objects.get(&(kind, key.namespace.clone(), name.to_string()));
@@ -464,19 +481,24 @@ impl State {
             .map(Arc::new);
         let in_ns = |kind: Kind| {
             objects
-                .iter()
-                .filter(move |((k, ns, _), _)| *k == kind && *ns == key.namespace)
-                .map(|(_, d)| d)
+                .range((kind, key.namespace.clone(), String::new())..)
+                .take_while(move |((k, ns, _), _)| *k == kind && *ns == key.namespace)
+                .map(|((_, ns, name), d)| ((ns, name), d))
         };
-        let pods = in_ns(Kind::Pod)
-            .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/instance"] == json!(target_name))
-            .filter_map(|d| typed(d, "").ok().map(Arc::new))
+        let instance = json!(target_name);
+        let pod_docs: Vec<((String, String), &Value)> = in_ns(Kind::Pod)
+            .filter(|(_, d)| d["metadata"]["labels"][mds_api::target::labels::INSTANCE] == instance)
+            .map(|((ns, name), d)| ((ns.clone(), name.clone()), d))
             .collect();
-        let workloads = self.workloads_served.then(|| {
-            in_ns(Kind::Workload)
-                .filter_map(|d| typed(d, "").ok().map(Arc::new))
-                .collect()
-        });
+        let pods = self.parsed_pods.of(pod_docs.iter().map(|(k, d)| (k, *d)));
+        let workloads = if self.workloads_served {
+            let docs: Vec<((String, String), &Value)> = in_ns(Kind::Workload)
+                .map(|((ns, name), d)| ((ns.clone(), name.clone()), d))
+                .collect();
+            Some(self.parsed_workloads.of(docs.iter().map(|(k, d)| (k, *d))))
+        } else {
+            None
+        };
         Some(Snapshot {
             scaler: Arc::new(scaler),
             target,

@@ -13,7 +13,9 @@ use mds_api::ModelDeploymentScaler;
 use mds_api::defaults::default_spec;
 use mds_api::status::ModelDeploymentScalerStatus;
 use mds_api::target::ModelDeployment;
-use mds_core::{Input, Memory, Scaler, Target, Write, WriteKind, reconcile, report_failed_write};
+use mds_core::{
+    Input, Memory, Outcome, Scaler, Target, Write, WriteKind, reconcile, report_failed_write,
+};
 use mds_planner::Plan;
 use mds_signals::{RoleObservation, SampleStore};
 
@@ -48,6 +50,25 @@ pub struct PassReport {
     /// The core's next edge (`Outcome::wake_at`), on this pass's clock: the next pass runs
     /// no later than it.
     pub wake_at: Option<Timestamp>,
+    /// The core's outcome, when the core ran (its status and events, for reports).
+    pub outcome: Option<Outcome>,
+}
+
+/// Where a pass's readings come from: scraped from the engines, or given by the caller.
+enum Readings<'m, M> {
+    Scrape(&'m M),
+    Given(BTreeMap<String, RoleObservation>),
+}
+
+/// The source of a pass on given readings: it is never asked for a page.
+struct NoSource;
+
+impl MetricsSource for NoSource {
+    async fn fetch(&self, url: &str) -> Result<String, crate::ports::ScrapeError> {
+        Err(crate::ports::ScrapeError::Other(format!(
+            "no source: {url} is not read on given readings"
+        )))
+    }
 }
 
 /// An object this worker wrote, and the resource version it replaced: while the watch cache
@@ -164,6 +185,30 @@ impl Worker {
         now: Timestamp,
         permit: Option<P>,
     ) -> PassReport {
+        self.run(cluster, Readings::Scrape(metrics), now, permit)
+            .await
+    }
+
+    /// Runs one pass at `now` on readings the caller already has (a recorded timeline,
+    /// `mds replay`): they count as sampled at `now`, and nothing is scraped.
+    pub async fn pass_on_readings<C: Cluster>(
+        &mut self,
+        cluster: &C,
+        observations: BTreeMap<String, RoleObservation>,
+        now: Timestamp,
+    ) -> PassReport {
+        let readings = Readings::<NoSource>::Given(observations);
+        self.run(cluster, readings, now, None::<std::future::Ready<()>>)
+            .await
+    }
+
+    async fn run<C: Cluster, M: MetricsSource, P: Future>(
+        &mut self,
+        cluster: &C,
+        readings: Readings<'_, M>,
+        now: Timestamp,
+        permit: Option<P>,
+    ) -> PassReport {
         let mut report = PassReport::default();
         let Some(snapshot) = cluster.snapshot(&self.key).await else {
             report.gone = true;
@@ -210,7 +255,9 @@ impl Worker {
             self.samples = SampleStore::default();
             self.sampling = None;
         }
-        if let (Some(md), true) = (md, planning) {
+        if let (Some(_), true, Readings::Given(given)) = (md, planning, &readings) {
+            observations = given.clone();
+        } else if let (Some(md), true, Readings::Scrape(metrics)) = (md, planning, readings) {
             let fresh = self
                 .sampling
                 .as_ref()
@@ -331,6 +378,7 @@ impl Worker {
             }
             report.finalizer = Some(result.map(|_| ()));
         }
+        report.outcome = Some(outcome);
         report
     }
 
