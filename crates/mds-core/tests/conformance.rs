@@ -275,10 +275,11 @@ fn a_rebind_after_a_users_edit_can_shrink_again() {
     w.now += 15;
     assert_eq!(w.pass().write.unwrap().kind, WriteKind::Release);
     // The user sets 3; GPUStack reports it as desired.
-    let t = w.target.as_mut().unwrap();
-    t["spec"]["roles"][0]["replicas"] = json!(3);
-    t["metadata"]["generation"] = json!(t["metadata"]["generation"].as_i64().unwrap() + 1);
-    t["status"]["roles"] = json!([{"name": "server", "desired": 3, "ready": 3}]);
+    w.edit_target(|t| {
+        t["spec"]["roles"][0]["replicas"] = json!(3);
+        t["metadata"]["generation"] = json!(t["metadata"]["generation"].as_i64().unwrap() + 1);
+        t["status"]["roles"] = json!([{"name": "server", "desired": 3, "ready": 3}]);
+    });
     w.edit(|s| s["mode"] = json!("Active"));
     w.observe("server", wants(1, 3));
     w.now += 15;

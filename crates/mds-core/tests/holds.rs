@@ -202,11 +202,11 @@ fn a_spec_edit_ends_a_transaction_in_flight() {
 fn a_donor_declared_again_ends_the_transaction() {
     let mut w = released_world(true);
     // A user (or GitOps) puts prefill back at 4: its held replica is adopted, stays.
-    w.target.as_mut().unwrap()["spec"]["roles"][0]["replicas"] = json!(4);
-    let g = w.target.as_ref().unwrap()["metadata"]["generation"]
-        .as_i64()
-        .unwrap();
-    w.target.as_mut().unwrap()["metadata"]["generation"] = json!(g + 1);
+    w.edit_target(|t| {
+        t["spec"]["roles"][0]["replicas"] = json!(4);
+        let g = t["metadata"]["generation"].as_i64().unwrap();
+        t["metadata"]["generation"] = json!(g + 1);
+    });
     w.workloads = Some(declared(&w));
     w.pods = declared(&w);
     w.now += 15;

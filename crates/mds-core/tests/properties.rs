@@ -99,11 +99,12 @@ proptest! {
                     }
                 }
                 Step::ClearBinding => {
-                    if !ours_before(&w)
-                        && let Some(t) = w.target.as_mut()
-                        && let Some(a) = t["metadata"]["annotations"].as_object_mut()
-                    {
-                        a.remove(BINDING_ANNOTATION);
+                    if !ours_before(&w) && w.target_doc().is_some() {
+                        w.edit_target(|t| {
+                            if let Some(a) = t["metadata"]["annotations"].as_object_mut() {
+                                a.remove(BINDING_ANNOTATION);
+                            }
+                        });
                     }
                 }
             }

@@ -239,8 +239,7 @@ fn a_far_future_decision_id_does_not_panic() {
         "modeldeployment.gpustack.ai/scaler-decision",
         r#"{"decisionID":"x-t1-253402207199999","term":1,"vector":{"server":3}}"#,
     );
-    let t = w.target.as_mut().unwrap();
-    t["spec"]["roles"][0]["replicas"] = serde_json::json!(3);
+    w.edit_target(|t| t["spec"]["roles"][0]["replicas"] = serde_json::json!(3));
     w.now += 15;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.pass()));
     assert!(r.is_ok(), "reconcile panicked");

@@ -117,7 +117,7 @@ fn pending_status(active: bool, with_commit: bool) -> Value {
 
 /// The target at 4 (generation 2, as our commit left it), ordinals 2 and 3 never admitted.
 fn at_cohort_vector(w: &mut World) {
-    w.target.as_mut().unwrap()["metadata"]["generation"] = json!(2);
+    w.edit_target(|t| t["metadata"]["generation"] = json!(2));
     for o in 2..4 {
         w.admission
             .insert(("server".into(), o), WorkloadAdmission::Unadmitted);
@@ -154,7 +154,7 @@ fn a_cohort_kept_in_an_active_status_is_dropped_after_an_external_change() {
     // The status was written while we were bound and committing; since then the binding went
     // and the user set 3 (generation 3, not ours).
     let mut w = resumed(3, pending_status(true, true));
-    w.target.as_mut().unwrap()["metadata"]["generation"] = json!(3);
+    w.edit_target(|t| t["metadata"]["generation"] = json!(3));
     w.admission
         .insert(("server".into(), 2), WorkloadAdmission::Unadmitted);
     let o = w.pass();

@@ -10,6 +10,8 @@ use mds_api::annotations::{
 use mds_api::status::ScaleDownOutcome;
 use mds_api::target::WorkloadAdmission;
 use mds_core::WriteKind;
+use mds_worker::memory_cluster::ready;
+use mds_worker::{Cluster, WriteError};
 use serde_json::json;
 
 fn server_world(mode: &str, replicas: i32) -> World {
@@ -185,7 +187,7 @@ fn a_missing_target_is_reported_until_it_appears() {
         w.condition("Bound"),
         ("False".into(), "TargetNotFound".into())
     );
-    w.target = Some(target(&[("server", "Server", 2)]));
+    w.put_target(target(&[("server", "Server", 2)]));
     w.observe("server", wants(2, 2));
     assert_eq!(w.pass().write.unwrap().kind, WriteKind::Bind);
 }
@@ -198,7 +200,7 @@ fn a_replaced_target_waits_for_a_spec_edit_then_binds_anew() {
     w.now += 15;
     let mut replacement = target(&[("server", "Server", 3)]);
     replacement["metadata"]["uid"] = json!("target-uid-2");
-    w.target = Some(replacement);
+    w.put_target(replacement);
     for _ in 0..3 {
         assert!(w.pass().write.is_none());
         w.now += 15;
@@ -372,16 +374,15 @@ fn a_failed_write_is_replanned_not_half_applied() {
     w.observe("server", wants(5, 2));
     // Someone changes the count between the read and the write: the test op fails.
     let outcome = w.decide_with(&mut w.memory.clone());
-    w.target.as_mut().unwrap()["spec"]["roles"][0]["replicas"] = json!(3);
-    let ops: json_patch::Patch =
-        serde_json::from_value(serde_json::to_value(&outcome.write.unwrap().ops).unwrap()).unwrap();
-    let mut doc = w.target.clone().unwrap();
+    w.edit_target(|t| t["spec"]["roles"][0]["replicas"] = json!(3));
+    let ops = outcome.write.unwrap().ops;
+    let written = ready(w.cluster.patch_target("default", "llm", &ops));
     assert!(
-        json_patch::patch(&mut doc, &ops).is_err(),
-        "the stale test fails the whole patch"
+        matches!(written, Err(WriteError::Conflict(_))),
+        "the stale test fails the whole patch: {written:?}"
     );
     assert_eq!(
-        w.target.as_ref().unwrap()["spec"]["roles"][0]["replicas"],
+        w.target_doc().unwrap()["spec"]["roles"][0]["replicas"],
         3,
         "nothing half-applied"
     );
@@ -765,7 +766,7 @@ fn a_release_keeps_decisions_in_flight_until_the_target_changes() {
     assert_eq!(w.pass().write.unwrap().kind, WriteKind::Release);
     assert!(w.status.pending_cohort.is_some(), "D29: kept in status");
     // The user sets 3 while unbound, then goes back to Active an hour later.
-    w.target.as_mut().unwrap()["spec"]["roles"][0]["replicas"] = json!(3);
+    w.edit_target(|t| t["spec"]["roles"][0]["replicas"] = json!(3));
     w.observe("server", wants(3, 3));
     w.edit(|s| s["mode"] = json!("Active"));
     w.now += 3600;
@@ -970,8 +971,7 @@ fn the_receiver_waits_for_admission_everywhere() {
 fn no_second_shrink_before_the_target_has_seen_the_first() {
     let mut w = shrunk_world(); // 4 -> 3 committed
     // The operator has not caught up: status still says 4 desired.
-    w.target.as_mut().unwrap()["status"]["roles"] =
-        json!([{"name": "server", "desired": 4, "ready": 4}]);
+    w.edit_target(|t| t["status"]["roles"] = json!([{"name": "server", "desired": 4, "ready": 4}]));
     w.observe("server", wants(1, 3));
     for _ in 0..4 {
         w.now += 15;
@@ -980,8 +980,7 @@ fn no_second_shrink_before_the_target_has_seen_the_first() {
             "waits for the first shrink to be seen"
         );
     }
-    w.target.as_mut().unwrap()["status"]["roles"] =
-        json!([{"name": "server", "desired": 3, "ready": 3}]);
+    w.edit_target(|t| t["status"]["roles"] = json!([{"name": "server", "desired": 3, "ready": 3}]));
     w.now += 15;
     assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
     assert_eq!(w.replicas()["server"], 2);

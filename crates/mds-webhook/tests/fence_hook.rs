@@ -13,6 +13,8 @@ use mds_api::status::ReplicaVector;
 use mds_core::patch::{self, PatchOp, TargetShape};
 use mds_webhook::ports::LookupError;
 use mds_webhook::router::VALIDATE_TARGETS_PATH;
+use mds_worker::Cluster;
+use mds_worker::memory_cluster::{Kind, MemoryCluster, ready};
 use serde_json::{Value, json};
 
 fn binding(term: i64) -> String {
@@ -46,13 +48,29 @@ fn bound() -> Value {
     target(2, 2, json!({BINDING_ANNOTATION: binding(3)}))
 }
 
-/// Applies mds-core's patch operations the way the API server would.
-fn apply(doc: &Value, ops: &[PatchOp]) -> Value {
-    let patch: json_patch::Patch =
-        serde_json::from_value(serde_json::to_value(ops).unwrap()).unwrap();
-    let mut out = doc.clone();
-    json_patch::patch(&mut out, &patch).expect("the core's patch applies");
-    out
+/// The target kept as the API server keeps it, without the fence webhook: the webhook under
+/// test is the one that judges what the controller's patches make of it.
+struct Stored(MemoryCluster);
+
+impl Stored {
+    fn new(doc: &Value) -> Stored {
+        let cluster = MemoryCluster::new();
+        cluster.set_fence(false);
+        cluster.edit(|objects| objects.put(Kind::Target, doc.clone()));
+        Stored(cluster)
+    }
+
+    fn doc(&self) -> Value {
+        self.0.get(Kind::Target, "default", "llm-serving").unwrap()
+    }
+
+    /// Applies mds-core's patch, built on the stored target; returns the target as written.
+    fn write(&self, ops: impl FnOnce(&TargetShape) -> Vec<PatchOp>) -> Value {
+        let ops = ops(&shape(&self.doc()));
+        let written = ready(self.0.patch_target("default", "llm-serving", &ops));
+        written.expect("the core's patch applies");
+        self.doc()
+    }
 }
 
 fn shape(doc: &Value) -> TargetShape {
@@ -123,8 +141,10 @@ async fn a_users_replica_edit_on_a_bound_target_is_refused_and_passes_after_rele
     );
 
     // Suspend makes the controller release (D20): the same edit on the released target passes.
-    let released = apply(&bound(), &patch::release(&shape(&bound()), &binding(3)));
-    let response = update(suspended_scaler(), OPERATOR, &bound(), &released).await;
+    let stored = Stored::new(&bound());
+    let before = stored.doc();
+    let released = stored.write(|shape| patch::release(shape, &binding(3)));
+    let response = update(suspended_scaler(), OPERATOR, &before, &released).await;
     assert_eq!(response["allowed"], true, "{response}");
     let edited = target(2, 5, json!({}));
     let response = update(Fake::default(), "alice", &released, &edited).await;
@@ -226,7 +246,9 @@ async fn the_controllers_writes_and_a_persons_are_told_apart_under_one_identity(
         .as_object_mut()
         .unwrap()
         .remove("annotations");
-    let bound_doc = apply(&no_map, &patch::bind(&shape(&no_map), &binding(1)));
+    let stored = Stored::new(&no_map);
+    let no_map = stored.doc();
+    let bound_doc = stored.write(|shape| patch::bind(shape, &binding(1)));
     let response = update(scaler_exists("uid-1"), PROXY, &no_map, &bound_doc).await;
     assert_eq!(response["allowed"], true, "{response}");
     let response = update(suspended_scaler(), PROXY, &no_map, &bound_doc).await;
@@ -243,10 +265,7 @@ async fn the_controllers_writes_and_a_persons_are_told_apart_under_one_identity(
         vector: vector.clone(),
     }
     .to_annotation();
-    let committed = apply(
-        &bound_doc,
-        &patch::commit(&shape(&bound_doc), &binding(1), &vector, &decision),
-    );
+    let committed = stored.write(|shape| patch::commit(shape, &binding(1), &vector, &decision));
     assert_eq!(committed["spec"]["roles"][1]["replicas"], 4);
     let response = update(Fake::default(), PROXY, &bound_doc, &committed).await;
     assert_eq!(response["allowed"], true, "{response}");
@@ -277,7 +296,7 @@ async fn the_controllers_writes_and_a_persons_are_told_apart_under_one_identity(
     );
 
     // Release (D20): both annotations go, counts stay; only once the scaler stops claiming.
-    let released = apply(&committed, &patch::release(&shape(&committed), &binding(1)));
+    let released = stored.write(|shape| patch::release(shape, &binding(1)));
     assert_eq!(released["metadata"]["annotations"], json!({}));
     let response = update(scaler_exists("uid-1"), PROXY, &committed, &released).await;
     assert_eq!(
@@ -297,17 +316,16 @@ async fn an_operator_user_when_configured_is_checked_as_well() {
         vector: vector.clone(),
     }
     .to_annotation();
-    let committed = apply(
-        &bound(),
-        &patch::commit(&shape(&bound()), &binding(3), &vector, &decision),
-    );
+    let stored = Stored::new(&bound());
+    let before = stored.doc();
+    let committed = stored.write(|shape| patch::commit(shape, &binding(3), &vector, &decision));
     let review = |user: &str| {
         review(
             "UPDATE",
             "ModelDeployment",
             user,
             Some(&committed),
-            Some(&bound()),
+            Some(&before),
         )
     };
     let app = || app_with_operator_user(Fake::default(), Some(OPERATOR));

@@ -20,8 +20,10 @@ use serde_json::{Value, json};
 use crate::ports::{Cluster, ScalerKey, Snapshot, WriteError};
 use crate::worker::FINALIZER;
 
+mod hooks;
 mod parsed;
-mod restore;
+
+pub use hooks::{Edit, ready};
 
 /// The kinds of object the cluster keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -112,6 +114,7 @@ struct State {
     scripted: BTreeMap<WriteKind, VecDeque<Fault>>,
     /// Faults drawn per write: the generator and the chance in thousandths.
     seeded: Option<(XorShift, u32)>,
+    hooks: hooks::Hooks,
     parsed_pods: parsed::Parsed<k8s_openapi::api::core::v1::Pod>,
     parsed_workloads: parsed::Parsed<Workload>,
 }
@@ -217,7 +220,7 @@ impl MemoryCluster {
             Kind::Pod => check::<k8s_openapi::api::core::v1::Pod>(doc, "Pod")?,
             Kind::Workload => check::<Workload>(doc, "Workload")?,
         };
-        if kind == Kind::Target {
+        if kind == Kind::Target && st.hooks.fences() {
             fence_target(&st, old.as_ref(), &doc)?;
         }
         Ok(st.store(key, old, doc))
@@ -401,11 +404,22 @@ impl State {
         doc
     }
 
-    /// The fault this write gets, if any: a scripted one first, else a seeded draw.
+    /// The fault this write gets, if any: a scripted one first, then one a hook set, else a
+    /// seeded draw. A write that gets none lets the edit waiting for it land first.
     fn fault(&mut self, kind: WriteKind) -> Option<WriteError> {
-        if let Some(f) = self.scripted.get_mut(&kind).and_then(VecDeque::pop_front) {
-            return Some(f.error());
+        self.hooks.count_attempt(kind);
+        let scripted = self.scripted.get_mut(&kind).and_then(VecDeque::pop_front);
+        let fault = scripted
+            .map(Fault::error)
+            .or_else(|| self.hooks.error_for(kind))
+            .or_else(|| self.seeded_fault());
+        if fault.is_none() {
+            self.edit_before(kind);
         }
+        fault
+    }
+
+    fn seeded_fault(&mut self) -> Option<WriteError> {
         let (rng, per_mille) = self.seeded.as_mut()?;
         if rng.next() % 1000 >= u64::from(*per_mille) {
             return None;
@@ -438,7 +452,9 @@ impl State {
                 "the server rejected our request due to an error in our request (HTTP 422)".into(),
             ));
         }
-        fence_target(self, Some(&old), &doc)?;
+        if self.hooks.fences() {
+            fence_target(self, Some(&old), &doc)?;
+        }
         let written = self.store(key, Some(old), doc);
         typed(&written, "target").map_err(WriteError::Unavailable)
     }
@@ -470,7 +486,8 @@ impl State {
     }
 
     fn snapshot(&mut self, key: &ScalerKey) -> Option<Snapshot> {
-        let objects = self.history.front().unwrap_or(&self.objects);
+        let watched = self.hooks.frozen().or(self.history.front());
+        let objects = watched.unwrap_or(&self.objects);
         let get =
             |kind: Kind, name: &str| objects.get(&(kind, key.namespace.clone(), name.to_string()));
         let scaler: ModelDeploymentScaler =

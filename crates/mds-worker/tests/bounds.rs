@@ -9,16 +9,12 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
-use mds_api::ModelDeploymentScaler;
-use mds_api::status::ModelDeploymentScalerStatus;
 use mds_api::target::ModelDeployment;
-use mds_core::{Event, PatchOp};
 use mds_signals::SampleStore;
 use mds_testdata::{mk_pod, mk_role, mk_scaler, mk_target};
+use mds_worker::memory_cluster::{Kind, MemoryCluster, WriteKind};
 use mds_worker::sampler::sample;
-use mds_worker::{
-    Cluster, FINALIZER, MetricsSource, ScalerKey, ScrapeError, Snapshot, Worker, WriteError,
-};
+use mds_worker::{FINALIZER, MetricsSource, ScalerKey, ScrapeError, Worker};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -81,77 +77,22 @@ fn target(name: &str, replicas: u32) -> Value {
     target.role(mk_role("server").replicas(replicas)).build()
 }
 
-/// A scaler, its target and the target's Pods.
-type Objects = (Value, Value, Vec<Value>);
-
-/// Scalers in Shadow mode (they plan and write status, never the target), one Pod each.
-#[derive(Default)]
-struct Scalers {
-    objects: Mutex<BTreeMap<String, Objects>>,
-    status_writes: Mutex<usize>,
+/// Adds a scaler in Shadow mode (it plans and writes status, never the target), its target and
+/// one Pod.
+fn add(cluster: &MemoryCluster, name: &str, ip: &str) {
+    cluster.apply(Kind::Target, target(name, 1)).unwrap();
+    let scaler = mk_scaler(name).stored("ns", &format!("scaler-{name}"), "1");
+    let scaler = scaler
+        .finalizer(FINALIZER)
+        .mode("Shadow")
+        .role_bounds("server", 1, 8);
+    let scaler = scaler.queue_depth("10").build();
+    cluster.apply(Kind::Scaler, scaler).unwrap();
+    cluster.apply(Kind::Pod, pod(name, 0, ip)).unwrap();
 }
 
-impl Scalers {
-    fn add(&self, name: &str, ip: &str) {
-        let scaler = mk_scaler(name).stored("ns", &format!("scaler-{name}"), "1");
-        let scaler = scaler
-            .finalizer(FINALIZER)
-            .mode("Shadow")
-            .role_bounds("server", 1, 8);
-        let scaler = scaler.queue_depth("10").build();
-        self.objects.lock().unwrap().insert(
-            name.to_string(),
-            (scaler, target(name, 1), vec![pod(name, 0, ip)]),
-        );
-    }
-}
-
-impl Cluster for Scalers {
-    async fn snapshot(&self, key: &ScalerKey) -> Option<Snapshot> {
-        let objects = self.objects.lock().unwrap();
-        let (scaler, target, pods) = objects.get(&key.name)?;
-        Some(Snapshot {
-            scaler: Arc::new(serde_json::from_value(scaler.clone()).unwrap()),
-            target: Some(Arc::new(serde_json::from_value(target.clone()).unwrap())),
-            pods: pods
-                .iter()
-                .map(|p| Arc::new(serde_json::from_value::<Pod>(p.clone()).unwrap()))
-                .collect(),
-            workloads: None,
-        })
-    }
-
-    async fn patch_target(
-        &self,
-        _namespace: &str,
-        _target: &str,
-        _ops: &[PatchOp],
-    ) -> Result<ModelDeployment, WriteError> {
-        Err(WriteError::Refused(
-            "a Shadow scaler never writes its target".into(),
-        ))
-    }
-
-    async fn write_status(
-        &self,
-        scaler: &ModelDeploymentScaler,
-        status: &ModelDeploymentScalerStatus,
-    ) -> Result<ModelDeploymentScaler, WriteError> {
-        *self.status_writes.lock().unwrap() += 1;
-        let mut written = scaler.clone();
-        written.status = Some(status.clone());
-        Ok(written)
-    }
-
-    async fn set_finalizer(
-        &self,
-        scaler: &ModelDeploymentScaler,
-        _present: bool,
-    ) -> Result<ModelDeploymentScaler, WriteError> {
-        Ok(scaler.clone())
-    }
-
-    async fn emit(&self, _scaler: &ModelDeploymentScaler, _event: &Event) {}
+fn status_writes(cluster: &MemoryCluster) -> usize {
+    cluster.attempts(WriteKind::Status)
 }
 
 fn key(name: &str) -> ScalerKey {
@@ -167,9 +108,9 @@ fn at(seconds: i64) -> Timestamp {
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_engine_holds_no_pass_permit_another_scaler_waits_for() {
-    let cluster = Scalers::default();
-    cluster.add("slow", "127.0.0.10");
-    cluster.add("fast", "127.0.0.20");
+    let cluster = MemoryCluster::new();
+    add(&cluster, "slow", "127.0.0.10");
+    add(&cluster, "fast", "127.0.0.20");
     let engines = Engines {
         delays: [(url("127.0.0.10"), Duration::from_secs(5))].into(),
         ..Engines::default()
@@ -197,13 +138,13 @@ async fn a_slow_engine_holds_no_pass_permit_another_scaler_waits_for() {
         "the fast scaler waited for the slow engine"
     );
     assert_eq!(slow_took, Duration::from_secs(5));
-    assert_eq!(*cluster.status_writes.lock().unwrap(), 2, "both passes ran");
+    assert_eq!(status_writes(&cluster), 2, "both passes ran");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_pass_samples_without_a_permit_and_plans_only_with_one() {
-    let cluster = Scalers::default();
-    cluster.add("a", "127.0.0.10");
+    let cluster = MemoryCluster::new();
+    add(&cluster, "a", "127.0.0.10");
     let engines = Engines::default();
     let passes = Semaphore::new(1);
     let held = passes.acquire().await.unwrap();
@@ -219,12 +160,12 @@ async fn a_pass_samples_without_a_permit_and_plans_only_with_one() {
         1,
         "it sampled meanwhile"
     );
-    assert_eq!(*cluster.status_writes.lock().unwrap(), 0);
+    assert_eq!(status_writes(&cluster), 0);
     drop(held);
     worker
         .pass_bounded(&cluster, &engines, at(15), Some(passes.acquire()))
         .await;
-    assert_eq!(*cluster.status_writes.lock().unwrap(), 1);
+    assert_eq!(status_writes(&cluster), 1);
 }
 
 #[tokio::test(start_paused = true)]

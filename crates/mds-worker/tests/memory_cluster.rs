@@ -1,10 +1,6 @@
 //! The in-memory cluster keeps objects as the API server does: resource versions and
 //! generations, guarded patches and status writes, finalizers, the fence on target writes,
-//! and faults on cue.
-
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+//! faults on cue, and the hooks tests drive it with.
 
 use jiff::Timestamp;
 use mds_api::ModelDeploymentScaler;
@@ -14,17 +10,9 @@ use mds_api::target::ModelDeployment;
 use mds_core::PatchOp;
 use mds_core::patch::{self, TargetShape};
 use mds_testdata::{mk_pod, mk_role, mk_scaler, mk_target};
-use mds_worker::memory_cluster::{Fault, Kind, MemoryCluster, WriteKind};
+use mds_worker::memory_cluster::{Fault, Kind, MemoryCluster, WriteKind, ready as now};
 use mds_worker::{Cluster, FINALIZER, ScalerKey, WriteError};
 use serde_json::json;
-
-/// The cluster's futures are ready at once.
-fn now<T>(f: impl Future<Output = T>) -> T {
-    match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        Poll::Pending => panic!("a MemoryCluster future was not ready"),
-    }
-}
 
 fn key() -> ScalerKey {
     ScalerKey {
@@ -83,6 +71,20 @@ fn bound(c: &MemoryCluster) {
     now(c.patch_target("ns", "llm", &patch::bind(&shape(c), &binding()))).unwrap();
 }
 
+fn test_replicas(n: i64) -> PatchOp {
+    PatchOp::Test {
+        path: "/spec/roles/0/replicas".into(),
+        value: json!(n),
+    }
+}
+
+fn replace_replicas(n: i64) -> PatchOp {
+    PatchOp::Replace {
+        path: "/spec/roles/0/replicas".into(),
+        value: json!(n),
+    }
+}
+
 fn meta(c: &MemoryCluster, kind: Kind) -> (String, i64) {
     let d = c.get(kind, "ns", "llm").unwrap();
     let m = &d["metadata"];
@@ -123,16 +125,7 @@ fn resource_version_moves_on_every_write_and_generation_only_on_spec_changes() {
 fn a_failed_test_op_is_a_conflict_and_changes_nothing() {
     let c = cluster();
     let before = c.get(Kind::Target, "ns", "llm").unwrap();
-    let ops = [
-        PatchOp::Test {
-            path: "/spec/roles/0/replicas".into(),
-            value: json!(5),
-        },
-        PatchOp::Replace {
-            path: "/spec/roles/0/replicas".into(),
-            value: json!(6),
-        },
-    ];
+    let ops = [test_replicas(5), replace_replicas(6)];
     let err = now(c.patch_target("ns", "llm", &ops)).unwrap_err();
     assert!(matches!(err, WriteError::Conflict(_)), "{err:?}");
     let bad = [PatchOp::Remove {
@@ -194,10 +187,7 @@ fn a_delete_held_by_a_finalizer_marks_the_object_until_the_finalizer_goes() {
 fn the_fence_refuses_a_hand_count_change_and_accepts_a_commit() {
     let c = cluster();
     bound(&c);
-    let by_hand = [PatchOp::Replace {
-        path: "/spec/roles/0/replicas".into(),
-        value: json!(7),
-    }];
+    let by_hand = [replace_replicas(7)];
     let err = c.patch("ns", "llm", &by_hand).unwrap_err();
     assert!(
         matches!(err, WriteError::Refused(ref m) if m.contains("denied the request")),
@@ -320,6 +310,121 @@ fn a_lagging_watch_cache_serves_the_state_of_writes_ago() {
     );
     c.set_lag(0);
     bound(&c);
+    let snap = now(c.snapshot(&key())).unwrap();
+    assert_eq!(
+        snap.scaler.metadata.resource_version,
+        scaler(&c).metadata.resource_version
+    );
+}
+
+fn replicas(c: &MemoryCluster) -> i64 {
+    target_doc(c)["spec"]["roles"][0]["replicas"]
+        .as_i64()
+        .unwrap()
+}
+
+fn target_doc(c: &MemoryCluster) -> serde_json::Value {
+    c.get(Kind::Target, "ns", "llm").unwrap()
+}
+
+#[test]
+fn an_error_set_for_the_next_or_every_write_is_answered_as_it_is_and_counted() {
+    let c = cluster();
+    let refusal = WriteError::Refused("the names would collide (HTTP 422)".into());
+    c.fail_next(WriteKind::PatchTarget, WriteError::Conflict("first".into()));
+    c.fail_every(WriteKind::PatchTarget, Some(refusal.clone()));
+    let rv = c.resource_version();
+    let first = now(c.patch_target("ns", "llm", &[])).unwrap_err();
+    assert_eq!(first, WriteError::Conflict("first".into()));
+    for _ in 0..2 {
+        assert_eq!(now(c.patch_target("ns", "llm", &[])).unwrap_err(), refusal);
+    }
+    assert_eq!(c.resource_version(), rv, "nothing was applied");
+    c.fail_every(WriteKind::PatchTarget, None);
+    now(c.patch_target("ns", "llm", &[])).unwrap();
+    assert_eq!(c.attempts(WriteKind::PatchTarget), 4);
+    assert_eq!(c.attempts(WriteKind::Status), 0, "counted per kind");
+}
+
+#[test]
+fn an_edit_before_the_next_write_lands_first_and_waits_out_a_faulted_write() {
+    let c = cluster();
+    let ops = [test_replicas(2), replace_replicas(6)];
+    c.before_next_write(WriteKind::PatchTarget, |objects| {
+        objects.edit(Kind::Target, "ns", "llm", |t| {
+            t["spec"]["roles"][0]["replicas"] = json!(3);
+        });
+    });
+    c.script(WriteKind::PatchTarget, Fault::Unavailable);
+    now(c.patch_target("ns", "llm", &ops)).unwrap_err();
+    assert_eq!(replicas(&c), 2, "a faulted write leaves the edit waiting");
+    let err = now(c.patch_target("ns", "llm", &ops)).unwrap_err();
+    assert!(matches!(err, WriteError::Conflict(_)), "{err:?}");
+    assert_eq!(replicas(&c), 3, "the edit landed, the stale patch did not");
+    now(c.patch_target("ns", "llm", &ops[1..])).unwrap();
+    assert_eq!(replicas(&c), 6, "the edit was spent");
+}
+
+#[test]
+fn an_edit_is_stored_as_it_is_but_for_the_resource_version() {
+    let c = cluster();
+    let rv = c.resource_version();
+    let stored = c
+        .edit(|objects| {
+            objects.edit(Kind::Target, "ns", "llm", |t| {
+                t["metadata"]["generation"] = json!(5);
+                t["metadata"]["annotations"] = json!({"by": "hand"});
+            })
+        })
+        .unwrap();
+    assert_eq!(stored["metadata"]["generation"], json!(5));
+    assert_eq!(stored, target_doc(&c));
+    assert_eq!(c.resource_version(), rv + 1);
+    assert_eq!(
+        stored["metadata"]["resourceVersion"],
+        json!((rv + 1).to_string())
+    );
+    let missing = c.edit(|objects| objects.edit(Kind::Pod, "ns", "none", |_| ()));
+    assert!(missing.is_none());
+    let pod = mk_pod("llm", "server", 0).namespace("ns").build();
+    let put = c.edit(|objects| objects.put(Kind::Pod, pod));
+    assert_eq!(put["metadata"]["generation"], json!(1));
+    assert!(c.edit(|objects| objects.get(Kind::Pod, "ns", "llm-server-0").is_some()));
+}
+
+#[test]
+fn without_the_fence_a_hand_count_change_on_a_bound_target_lands() {
+    let c = cluster();
+    bound(&c);
+    let by_hand = [replace_replicas(7)];
+    assert!(c.patch("ns", "llm", &by_hand).is_err());
+    c.set_fence(false);
+    c.patch("ns", "llm", &by_hand).unwrap();
+    now(c.patch_target("ns", "llm", &by_hand)).unwrap();
+    assert_eq!(replicas(&c), 7);
+    c.set_fence(true);
+    assert!(
+        c.patch("ns", "llm", &by_hand[..0]).is_ok(),
+        "no change passes"
+    );
+    assert!(c.patch("ns", "llm", &[replace_replicas(8)]).is_err());
+}
+
+#[test]
+fn a_lost_watch_shows_the_same_snapshot_until_it_is_back() {
+    let c = cluster();
+    c.lose_watch();
+    let seen = scaler(&c).metadata.resource_version;
+    now(c.write_status(&scaler(&c), &ModelDeploymentScalerStatus::default())).unwrap();
+    bound(&c);
+    let snap = now(c.snapshot(&key())).unwrap();
+    assert_eq!(snap.scaler.metadata.resource_version, seen);
+    let annotations = snap.target.unwrap().metadata.annotations.clone();
+    assert!(
+        annotations.is_none(),
+        "the bind is not seen: {annotations:?}"
+    );
+    c.watch_again();
     let snap = now(c.snapshot(&key())).unwrap();
     assert_eq!(
         snap.scaler.metadata.resource_version,

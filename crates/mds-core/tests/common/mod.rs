@@ -1,6 +1,8 @@
-//! A scripted world for core scenarios: a ModelDeployment document that writes are applied to
-//! with real JSON Patch semantics (a failed `test` rejects the whole write), a status that is
-//! stored only when the core asks for it, and a clock that only moves when told.
+//! A scripted world for core scenarios: a ModelDeployment kept in mds-worker's in-memory
+//! cluster, which applies the core's writes as the API server does (JSON Patch, a failed
+//! `test` rejects the whole write; no fence webhook installed, so the core's writes are judged
+//! by their patches alone), a status that is stored only when the core asks for it, and a
+//! clock that only moves when told.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,6 +15,8 @@ use mds_api::target::{ModelDeployment, WorkloadAdmission};
 use mds_core::{Input, Memory, Outcome, Scaler, Target, Write, reconcile};
 use mds_signals::RoleObservation;
 use mds_testdata::{mk_scaler, mk_target};
+use mds_worker::memory_cluster::{Kind, MemoryCluster, ready};
+use mds_worker::{Cluster, WriteError};
 use serde_json::{Value, json};
 
 pub fn t(seconds: i64) -> Timestamp {
@@ -20,6 +24,10 @@ pub fn t(seconds: i64) -> Timestamp {
 }
 
 pub const SCALER_UID: &str = "scaler-uid-1";
+
+/// Where the target is kept.
+const NAMESPACE: &str = "default";
+const TARGET: &str = "llm";
 
 /// A ModelDeployment document with the given roles (name, kind, replicas).
 pub fn target(roles: &[(&str, &str, i32)]) -> Value {
@@ -86,7 +94,8 @@ pub struct World {
     pub spec_value: Value,
     pub generation: i64,
     pub status: ModelDeploymentScalerStatus,
-    pub target: Option<Value>,
+    /// Keeps the target (read it with `target_doc`, change it with `edit_target`).
+    pub cluster: MemoryCluster,
     pub admission: BTreeMap<(String, i32), WorkloadAdmission>,
     pub pods: BTreeSet<(String, i32)>,
     /// Instances whose Workload exists; `None` is a cluster without the Workload API.
@@ -112,11 +121,13 @@ pub struct World {
 
 impl World {
     pub fn new(spec_value: Value, target: Option<Value>) -> World {
-        World {
+        let cluster = MemoryCluster::new();
+        cluster.set_fence(false);
+        let world = World {
             spec_value,
             generation: 1,
             status: ModelDeploymentScalerStatus::default(),
-            target,
+            cluster,
             admission: BTreeMap::new(),
             pods: BTreeSet::new(),
             workloads: None,
@@ -131,7 +142,32 @@ impl World {
             applied: vec![],
             rejected: vec![],
             status_writes: 0,
+        };
+        if let Some(doc) = target {
+            world.put_target(doc);
         }
+        world
+    }
+
+    /// The target as stored.
+    pub fn target_doc(&self) -> Option<Value> {
+        self.cluster.get(Kind::Target, NAMESPACE, TARGET)
+    }
+
+    /// Creates or replaces the target as it is (a user's or GitOps' write: no admission, and
+    /// the generation is what `doc` says).
+    pub fn put_target(&self, doc: Value) {
+        self.cluster.edit(|objects| objects.put(Kind::Target, doc));
+    }
+
+    /// Changes the stored target as [`World::put_target`] does.
+    ///
+    /// # Panics
+    /// When there is no target.
+    pub fn edit_target(&self, change: impl FnOnce(&mut Value)) {
+        self.cluster
+            .edit(|objects| objects.edit(Kind::Target, NAMESPACE, TARGET, change))
+            .expect("a target to edit");
     }
 
     pub fn spec(&self) -> ModelDeploymentScalerSpec {
@@ -148,9 +184,8 @@ impl World {
     }
 
     pub fn deployment(&self) -> Option<ModelDeployment> {
-        self.target
-            .as_ref()
-            .map(|v| serde_json::from_value(v.clone()).expect("target"))
+        self.target_doc()
+            .map(|v| serde_json::from_value(v).expect("target"))
     }
 
     pub fn replicas(&self) -> BTreeMap<String, i32> {
@@ -166,8 +201,7 @@ impl World {
     }
 
     pub fn annotation(&self, key: &str) -> Option<String> {
-        self.target
-            .as_ref()?
+        self.target_doc()?
             .pointer("/metadata/annotations")?
             .get(key)?
             .as_str()
@@ -175,20 +209,20 @@ impl World {
     }
 
     pub fn set_annotation(&mut self, key: &str, value: &str) {
-        let t = self.target.as_mut().unwrap();
-        let meta = t["metadata"].as_object_mut().unwrap();
-        let annotations = meta.entry("annotations").or_insert(json!({}));
-        annotations[key] = json!(value);
+        self.edit_target(|t| {
+            let meta = t["metadata"].as_object_mut().unwrap();
+            let annotations = meta.entry("annotations").or_insert(json!({}));
+            annotations[key] = json!(value);
+        });
     }
 
     pub fn set_retirement(&mut self, retirement: Option<Value>) {
-        let t = self.target.as_mut().unwrap();
-        match retirement {
+        self.edit_target(|t| match retirement {
             Some(r) => t["status"]["retirement"] = r,
             None => {
                 t["status"].as_object_mut().unwrap().remove("retirement");
             }
-        }
+        });
     }
 
     pub fn observe(&mut self, role: &str, o: RoleObservation) {
@@ -231,39 +265,21 @@ impl World {
         reconcile(&input, memory)
     }
 
-    /// One pass: reconcile, apply the write with JSON Patch semantics, store the status when
-    /// asked and when the write (if any) succeeded.
+    /// One pass: reconcile, send the write to the cluster, store the status when asked and
+    /// when the write (if any) landed.
     pub fn pass(&mut self) -> Outcome {
         let mut memory = std::mem::take(&mut self.memory);
         let outcome = self.decide_with(&mut memory);
         self.memory = memory;
         let mut write_ok = true;
         if let Some(write) = &outcome.write {
-            let doc = self.target.as_mut().expect("writes need a target");
-            let ops: json_patch::Patch =
-                serde_json::from_value(serde_json::to_value(&write.ops).unwrap())
-                    .expect("valid patch");
-            let mut candidate = doc.clone();
-            match json_patch::patch(&mut candidate, &ops) {
-                Ok(()) => {
-                    let spec_changed = candidate["spec"] != doc["spec"];
-                    let rv: i64 = candidate["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap()
-                        .parse()
-                        .unwrap();
-                    candidate["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
-                    if spec_changed {
-                        let g = candidate["metadata"]["generation"].as_i64().unwrap();
-                        candidate["metadata"]["generation"] = json!(g + 1);
-                    }
-                    *doc = candidate;
-                    self.applied.push(write.clone());
-                }
-                Err(_) => {
+            match ready(self.cluster.patch_target(NAMESPACE, TARGET, &write.ops)) {
+                Ok(_) => self.applied.push(write.clone()),
+                Err(WriteError::Conflict(_)) => {
                     write_ok = false;
                     self.rejected.push(write.clone());
                 }
+                Err(e) => panic!("the core's write {:?} failed: {e}", write.kind),
             }
         }
         if outcome.write_status && write_ok {

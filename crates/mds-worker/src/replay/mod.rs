@@ -247,12 +247,12 @@ impl ReplayWorld {
         let roles = target_roles(&doc)?;
         let cluster = MemoryCluster::new();
         cluster.serve_workloads(true);
-        cluster.restore(Kind::Scaler, scaler_doc);
+        cluster.edit(|e| e.put(Kind::Scaler, scaler_doc));
         let target = doc["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
-        cluster.restore(Kind::Target, doc);
+        cluster.edit(|e| e.put(Kind::Target, doc));
         Ok(ReplayWorld {
             cluster,
             key: ScalerKey { namespace, name },
@@ -275,13 +275,14 @@ impl ReplayWorld {
     /// D22), GPUStack's retirement status.
     fn apply_change(&self, change: &TargetChange) -> Result<(), ReplayError> {
         let mut problem = None;
-        let edited = self
-            .cluster
-            .edit(Kind::Target, &self.key.namespace, &self.target, |doc| {
+        let (ns, name) = (&self.key.namespace, &self.target);
+        let edited = self.cluster.edit(|e| {
+            e.update(Kind::Target, ns, name, |doc| {
                 if let Err(e) = change_target(doc, change) {
                     problem = Some(e);
                 }
-            });
+            })
+        });
         match (problem, edited) {
             (Some(e), _) => Err(e),
             (None, None) => Err(ReplayError("the target is gone".into())),
@@ -360,12 +361,12 @@ impl ReplayWorld {
                 let mut pod = instance.pod(&self.target, role, *ordinal, member, &group, now);
                 pod["metadata"]["name"] = json!(self.pod_name(&key, member));
                 pod["metadata"]["namespace"] = json!(ns);
-                self.cluster.restore(Kind::Pod, pod);
+                self.cluster.edit(|e| e.put(Kind::Pod, pod));
             }
             if let Some(admitted) = instance.workload_admitted() {
                 let mut workload = workload(&group, admitted);
                 workload["metadata"]["namespace"] = json!(ns);
-                self.cluster.restore(Kind::Workload, workload);
+                self.cluster.edit(|e| e.put(Kind::Workload, workload));
             }
         }
         self.instances = instances;
