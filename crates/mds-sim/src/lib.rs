@@ -39,6 +39,7 @@
 pub mod engine;
 pub mod exposition;
 pub mod load;
+pub mod objects;
 mod world;
 
 pub use engine::{EngineFlavor, EngineProfile, EngineState, WorkKind};

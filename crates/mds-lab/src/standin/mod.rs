@@ -15,7 +15,7 @@
 
 mod listeners;
 mod mirror;
-pub mod objects;
+pub use mds_sim::objects;
 mod rules;
 mod watch;
 

@@ -1,4 +1,5 @@
-//! The Kubernetes objects the stand-in writes, built from the world's views (pure).
+//! The Kubernetes objects of the world's views, as a stand-in writes them to an API server
+//! (`mds lab`) and the simulator puts them into its in-memory cluster (pure).
 //!
 //! Pods: metadata as the view says; one `main` container with the metrics port; Kueue's
 //! scheduling gate while gated, else bound to the lab's one node. Status: `Pending` with
@@ -7,9 +8,9 @@
 //! container's restart count. Workloads: the view's metadata and spec, plus the Pod template the
 //! Kueue CRD requires, and its conditions as status.
 
+use crate::{PodPhase, PodView};
 use jiff::Timestamp;
 use mds_api::target::{ModelDeploymentStatus, Workload};
-use mds_sim::{PodPhase, PodView};
 use serde_json::{Value, json};
 
 /// The node every running Pod is bound to. No Node object exists; nothing needs one.
@@ -243,7 +244,7 @@ mod tests {
         .unwrap();
         PodView {
             metadata,
-            deployment: mds_sim::DeploymentKey::new("serving", "llm"),
+            deployment: crate::DeploymentKey::new("serving", "llm"),
             role: "server".into(),
             ordinal: 0,
             member_index: 0,
