@@ -28,6 +28,11 @@ pub use failed_write::report_failed_write;
 pub use patch::PatchOp;
 pub use reconcile::reconcile;
 
+/// `status.rebalance.reason` from its wire text (the legacy core kept it as a string).
+fn wire_reason(text: &str) -> mds_api::status::RebalanceReason {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).expect("a reason reads")
+}
+
 /// The scaler as the core sees it (the spec after defaulting).
 #[derive(Clone, Debug)]
 pub struct Scaler<'a> {

@@ -85,7 +85,7 @@ fn metrics_and_blocked(pass: &mut Pass) {
         .status
         .rebalance
         .as_ref()
-        .and_then(|r| r.reason.clone());
+        .and_then(|r| r.reason.as_ref().map(|r| r.as_str().to_string()));
     let exhausted = episode.is_some();
     let aborted_cooldown = pass.status.last_scale_down.as_ref().is_some_and(|l| {
         l.outcome == ScaleDownOutcome::Aborted

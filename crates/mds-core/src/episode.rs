@@ -31,7 +31,11 @@ pub(crate) fn backoff_roles(pass: &Pass, target: &Target, memory: &mut Memory) -
         .status
         .observed_generation
         .is_some_and(|g| input.scaler.generation > g);
-    let in_transaction = episode.reason.as_deref() == Some(rebalance::DONOR_RELEASE);
+    let in_transaction = episode
+        .reason
+        .as_ref()
+        .map(mds_api::status::RebalanceReason::as_str)
+        == Some(rebalance::DONOR_RELEASE);
     if !in_transaction && (spec_edited || external_change(pass, target)) {
         memory.growth_backoff = None;
         return BTreeSet::new();
@@ -67,7 +71,10 @@ pub(crate) fn backoff_roles(pass: &Pass, target: &Target, memory: &mut Memory) -
 const RETIREMENT_BUDGET_SECONDS: i64 = 300;
 
 pub(crate) fn in_transaction(rb: &RebalanceStatus) -> bool {
-    rb.reason.as_deref() == Some(rebalance::DONOR_RELEASE)
+    rb.reason
+        .as_ref()
+        .map(mds_api::status::RebalanceReason::as_str)
+        == Some(rebalance::DONOR_RELEASE)
 }
 
 /// The donor and the count it released down to (its released ordinal), while a transaction
@@ -194,7 +201,7 @@ pub(crate) fn settle_transaction(pass: &mut Pass, target: &Target) {
     if let Some(r) = pass.status.rebalance.as_mut() {
         // The donor and the start stay, to say which transaction was given up.
         r.receiver_target_replicas = None;
-        r.reason = Some(rebalance::BLOCKED.to_string());
+        r.reason = Some(crate::wire_reason(rebalance::BLOCKED));
     }
     let message = format!(
         "gave up waiting for {waiting}: {receiver} does not acquire {donor}'s released replica; growth plans as usual, and a new exhaustion or a scaler spec edit may donate again"
@@ -223,7 +230,13 @@ pub(crate) fn rebalance_step(
         .exhaustion_episode_generation
         .is_some_and(|g| input.scaler.generation > g);
     let external = external_change(pass, target);
-    if (spec_edited || external) && rb.reason.as_deref() != Some(rebalance::DONOR_RELEASE) {
+    if (spec_edited || external)
+        && rb
+            .reason
+            .as_ref()
+            .map(mds_api::status::RebalanceReason::as_str)
+            != Some(rebalance::DONOR_RELEASE)
+    {
         pass.status.rebalance = None;
         return false;
     }
@@ -274,7 +287,7 @@ pub(crate) fn rebalance_step(
         }
         rebalance::Step::Done => {
             if let Some(r) = pass.status.rebalance.as_mut() {
-                r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
+                r.reason = Some(crate::wire_reason(rebalance::RECEIVER_ACQUIRE));
             }
             false
         }
@@ -282,11 +295,16 @@ pub(crate) fn rebalance_step(
         // guards do that, and other roles' planned commits go ahead.
         rebalance::Step::Waiting => false,
         rebalance::Step::Refused { reason, message } => {
-            if rb.reason.as_deref() != Some(reason) {
+            if rb
+                .reason
+                .as_ref()
+                .map(mds_api::status::RebalanceReason::as_str)
+                != Some(reason)
+            {
                 pass.event(true, reason, "Rebalance", message);
             }
             if let Some(r) = pass.status.rebalance.as_mut() {
-                r.reason = Some(reason.to_string());
+                r.reason = Some(crate::wire_reason(reason));
             }
             false
         }
@@ -299,7 +317,7 @@ pub(crate) fn rebalance_step(
                 r.receiver_target_replicas = Some(current.get(&receiver).copied().unwrap_or(0) + 1);
                 r.started_at = Some(Time(now));
                 r.donation_attempted = true;
-                r.reason = Some(rebalance::DONOR_RELEASE.to_string());
+                r.reason = Some(crate::wire_reason(rebalance::DONOR_RELEASE));
             }
             pass.event(
                 false,
@@ -313,7 +331,7 @@ pub(crate) fn rebalance_step(
             let decision = commit_vector(pass, target, binding, term, memory, &vector);
             let receiver = rb.receiver_role.clone().unwrap_or_default();
             if let Some(r) = pass.status.rebalance.as_mut() {
-                r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
+                r.reason = Some(crate::wire_reason(rebalance::RECEIVER_ACQUIRE));
             }
             pass.event(
                 false,

@@ -122,7 +122,12 @@ pub fn step(
         return Step::Idle;
     };
     // A transaction in progress: the donor released, wait for it to be gone, then acquire.
-    if rebalance.reason.as_deref() == Some(DONOR_RELEASE) {
+    if rebalance
+        .reason
+        .as_ref()
+        .map(mds_api::status::RebalanceReason::as_str)
+        == Some(DONOR_RELEASE)
+    {
         if facts.donor_remains {
             return Step::Waiting;
         }
@@ -140,7 +145,10 @@ pub fn step(
     // An exhausted episode, or one whose last attempt was refused: look again every pass
     // (donors' recommendations and counts change).
     if !matches!(
-        rebalance.reason.as_deref(),
+        rebalance
+            .reason
+            .as_ref()
+            .map(mds_api::status::RebalanceReason::as_str),
         Some(RESOURCE_EXHAUSTED | DONATION_ATTEMPTED | NOT_APPLICABLE | BLOCKED)
     ) {
         return Step::Idle;
@@ -155,8 +163,19 @@ pub fn step(
     // A cancelled transaction, or one given up (blocked with its donor named), spent this
     // exhaustion's donation: another needs another exhaustion (D27), which a new rollback
     // opens.
-    let given_up = rebalance.reason.as_deref() == Some(BLOCKED) && rebalance.donor_role.is_some();
-    if rebalance.reason.as_deref() == Some(DONATION_ATTEMPTED) || given_up {
+    let given_up = rebalance
+        .reason
+        .as_ref()
+        .map(mds_api::status::RebalanceReason::as_str)
+        == Some(BLOCKED)
+        && rebalance.donor_role.is_some();
+    if rebalance
+        .reason
+        .as_ref()
+        .map(mds_api::status::RebalanceReason::as_str)
+        == Some(DONATION_ATTEMPTED)
+        || given_up
+    {
         return Step::Idle;
     }
     // Releasing a donor replica is a scale-down: its guards apply.

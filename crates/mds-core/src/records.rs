@@ -164,7 +164,7 @@ pub(crate) fn cancel_transaction(r: &mut RebalanceStatus) {
     r.donor_target_replicas = None;
     r.receiver_target_replicas = None;
     r.started_at = None;
-    r.reason = Some(rebalance::DONATION_ATTEMPTED.to_string());
+    r.reason = Some(crate::wire_reason(rebalance::DONATION_ATTEMPTED));
 }
 
 /// D13, D32: our own growth of `role` is in flight while an ordinal our last growth commit
@@ -264,9 +264,12 @@ pub(crate) fn recover_lost_commit(pass: &mut Pass, target: &Target, term: i64) {
             started_at: Some(Time(at)),
         });
         if let Some(r) = pass.status.rebalance.as_mut()
-            && r.reason.as_deref() == Some(rebalance::DONOR_RELEASE)
+            && r.reason
+                .as_ref()
+                .map(mds_api::status::RebalanceReason::as_str)
+                == Some(rebalance::DONOR_RELEASE)
         {
-            r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
+            r.reason = Some(crate::wire_reason(rebalance::RECEIVER_ACQUIRE));
         }
     } else if let Some(record) = protocol::scale_down_record(&baseline, &decision.vector) {
         pass.status.last_scale_down = Some(record);
@@ -399,12 +402,12 @@ pub(crate) fn cohort(
         CohortState::Admitted => {
             pass.status.pending_cohort = None;
             // Growth was admitted: the exhaustion episode (and any transaction) is over.
-            if pass
-                .status
-                .rebalance
-                .as_ref()
-                .is_some_and(|r| r.reason.as_deref() != Some(rebalance::DONOR_RELEASE))
-            {
+            if pass.status.rebalance.as_ref().is_some_and(|r| {
+                r.reason
+                    .as_ref()
+                    .map(mds_api::status::RebalanceReason::as_str)
+                    != Some(rebalance::DONOR_RELEASE)
+            }) {
                 pass.status.rebalance = None;
             }
         }
@@ -458,7 +461,7 @@ pub(crate) fn cohort(
                 receiver_role: receiver,
                 exhaustion_episode_generation: Some(generation),
                 donation_attempted: attempted,
-                reason: Some(RESOURCE_EXHAUSTED.to_string()),
+                reason: Some(crate::wire_reason(RESOURCE_EXHAUSTED)),
                 ..RebalanceStatus::default()
             });
             let grown = protocol::changes(&cohort.baseline_vector, &cohort.target_vector);
