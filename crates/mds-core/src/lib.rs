@@ -3,18 +3,25 @@
 //! in; at most one target write (a JSON Patch), the new status, whether it must be written, and
 //! the events to emit come out. No I/O, no clock (ARCHITECTURE.md).
 
+mod binding;
 pub mod conditions;
 mod episode;
 mod failed_write;
+mod finish;
+mod guards;
 pub mod memory;
+mod pass;
 pub mod patch;
+mod planning;
 mod protocol;
 pub mod rebalance;
 mod reconcile;
 mod records;
+mod recovery;
 pub mod replay;
-mod report;
+mod view;
 mod wake;
+mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,11 +35,6 @@ use mds_signals::RoleObservation;
 pub use failed_write::report_failed_write;
 pub use patch::PatchOp;
 pub use reconcile::reconcile;
-
-/// `status.rebalance.reason` from its wire text (the legacy core kept it as a string).
-fn wire_reason(text: &str) -> mds_api::status::RebalanceReason {
-    serde_json::from_value(serde_json::Value::String(text.to_string())).expect("a reason reads")
-}
 
 /// The scaler as the core sees it (the spec after defaulting).
 #[derive(Clone, Debug)]

@@ -10,17 +10,8 @@
 
 use mds_api::ratio_feasibility::Band;
 use mds_api::spec::RebalancePolicy;
-use mds_api::status::{RebalanceStatus, ReplicaVector};
+use mds_api::status::{RebalanceReason, RebalanceStatus, ReplicaVector};
 use mds_planner::{Guard, Plan, Policy};
-
-/// `status.rebalance.reason` values.
-pub const RESOURCE_EXHAUSTED: &str = "ResourceExhausted";
-pub const DONOR_RELEASE: &str = "DonorRelease";
-pub const RECEIVER_ACQUIRE: &str = "ReceiverAcquire";
-/// A transaction ended without the receiver's replica (its donor retirement was aborted).
-pub const DONATION_ATTEMPTED: &str = "DonationAttempted";
-pub const NOT_APPLICABLE: &str = "RebalanceNotApplicable";
-pub const BLOCKED: &str = "RebalanceBlocked";
 
 /// What the rebalance step wants this pass.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,9 +31,10 @@ pub enum Step {
     Over,
     /// The receiver already has the replica: the transaction is complete.
     Done,
-    /// No donation: the reason and a message for the condition.
+    /// No donation: the reason (`NotApplicable` or `Blocked`) and a message for the
+    /// condition.
     Refused {
-        reason: &'static str,
+        reason: RebalanceReason,
         message: String,
     },
 }
@@ -122,12 +114,8 @@ pub fn step(
         return Step::Idle;
     };
     // A transaction in progress: the donor released, wait for it to be gone, then acquire.
-    if rebalance
-        .reason
-        .as_ref()
-        .map(mds_api::status::RebalanceReason::as_str)
-        == Some(DONOR_RELEASE)
-    {
+    let reason = rebalance.reason.as_ref();
+    if reason == Some(&RebalanceReason::DonorRelease) {
         if facts.donor_remains {
             return Step::Waiting;
         }
@@ -145,11 +133,13 @@ pub fn step(
     // An exhausted episode, or one whose last attempt was refused: look again every pass
     // (donors' recommendations and counts change).
     if !matches!(
-        rebalance
-            .reason
-            .as_ref()
-            .map(mds_api::status::RebalanceReason::as_str),
-        Some(RESOURCE_EXHAUSTED | DONATION_ATTEMPTED | NOT_APPLICABLE | BLOCKED)
+        reason,
+        Some(
+            RebalanceReason::ResourceExhausted
+                | RebalanceReason::DonationAttempted
+                | RebalanceReason::NotApplicable
+                | RebalanceReason::Blocked
+        )
     ) {
         return Step::Idle;
     }
@@ -163,19 +153,8 @@ pub fn step(
     // A cancelled transaction, or one given up (blocked with its donor named), spent this
     // exhaustion's donation: another needs another exhaustion (D27), which a new rollback
     // opens.
-    let given_up = rebalance
-        .reason
-        .as_ref()
-        .map(mds_api::status::RebalanceReason::as_str)
-        == Some(BLOCKED)
-        && rebalance.donor_role.is_some();
-    if rebalance
-        .reason
-        .as_ref()
-        .map(mds_api::status::RebalanceReason::as_str)
-        == Some(DONATION_ATTEMPTED)
-        || given_up
-    {
+    let given_up = reason == Some(&RebalanceReason::Blocked) && rebalance.donor_role.is_some();
+    if reason == Some(&RebalanceReason::DonationAttempted) || given_up {
         return Step::Idle;
     }
     // Releasing a donor replica is a scale-down: its guards apply.
@@ -185,7 +164,7 @@ pub fn step(
     // D27: the once-per-episode rule is Priority's alone.
     if rebalance.donation_attempted && policy_kind == RebalancePolicy::Priority {
         return Step::Refused {
-            reason: BLOCKED,
+            reason: RebalanceReason::Blocked,
             message: "a Priority donation was already attempted in this exhaustion episode; edit the scaler spec or the target to start a new one".into(),
         };
     }
@@ -193,7 +172,7 @@ pub fn step(
         Ok(order) => order,
         Err(message) => {
             return Step::Refused {
-                reason: NOT_APPLICABLE,
+                reason: RebalanceReason::NotApplicable,
                 message,
             };
         }
@@ -247,13 +226,13 @@ pub fn step(
     match blocked {
         None if guarded => Step::Waiting,
         Some(donor) => Step::Refused {
-            reason: BLOCKED,
+            reason: RebalanceReason::Blocked,
             message: format!(
                 "moving a replica from {donor:?} to {receiver:?} would break bounds or ratios in between"
             ),
         },
         None => Step::Refused {
-            reason: NOT_APPLICABLE,
+            reason: RebalanceReason::NotApplicable,
             message: match policy_kind {
                 RebalancePolicy::Opposing => format!(
                     "no role can donate to {receiver:?}: under Opposing a donor must recommend shrinking, share its instanceType and be above its minReplicas"
