@@ -113,22 +113,9 @@ pub fn step(
     let Some(receiver) = rebalance.receiver_role.clone() else {
         return Step::Idle;
     };
-    // A transaction in progress: the donor released, wait for it to be gone, then acquire.
     let reason = rebalance.reason.as_ref();
     if reason == Some(&RebalanceReason::DonorRelease) {
-        if facts.donor_remains {
-            return Step::Waiting;
-        }
-        let mut vector = facts.current.clone();
-        let target = rebalance.receiver_target_replicas.unwrap_or(0);
-        if vector.get(&receiver).is_some_and(|n| *n < target) {
-            if facts.growth_blocked {
-                return Step::Waiting;
-            }
-            vector.insert(receiver, target);
-            return Step::Acquire { vector };
-        }
-        return Step::Done;
+        return acquire_step(rebalance, receiver, facts);
     }
     // An exhausted episode, or one whose last attempt was refused: look again every pass
     // (donors' recommendations and counts change).
@@ -177,10 +164,38 @@ pub fn step(
             };
         }
     };
-    let receiver_type = facts
-        .instance_types
-        .get(&receiver)
-        .filter(|t| !t.is_empty());
+    choose_donor(policy, policy_kind, plan, facts, &receiver, order)
+}
+
+/// A transaction in progress: the donor released; wait for its replica to be gone, then
+/// acquire.
+fn acquire_step(rebalance: &RebalanceStatus, receiver: String, facts: &TargetFacts) -> Step {
+    if facts.donor_remains {
+        return Step::Waiting;
+    }
+    let mut vector = facts.current.clone();
+    let target = rebalance.receiver_target_replicas.unwrap_or(0);
+    if vector.get(&receiver).is_some_and(|n| *n < target) {
+        if facts.growth_blocked {
+            return Step::Waiting;
+        }
+        vector.insert(receiver, target);
+        return Step::Acquire { vector };
+    }
+    Step::Done
+}
+
+/// The first donor in `order` that may release a replica with bounds and ratios kept on both
+/// legs; else why none may.
+fn choose_donor(
+    policy: &Policy,
+    policy_kind: RebalancePolicy,
+    plan: &Plan,
+    facts: &TargetFacts,
+    receiver: &str,
+    order: Vec<String>,
+) -> Step {
+    let receiver_type = facts.instance_types.get(receiver).filter(|t| !t.is_empty());
     let mut blocked = None;
     let mut guarded = false;
     for donor in order {
@@ -214,7 +229,7 @@ pub fn step(
         let mut release = facts.current.clone();
         release.insert(donor.clone(), count - 1);
         let mut acquire = release.clone();
-        *acquire.entry(receiver.clone()).or_insert(0) += 1;
+        *acquire.entry(receiver.to_string()).or_insert(0) += 1;
         if satisfies(policy, &release) && satisfies(policy, &acquire) {
             return Step::Release {
                 donor,

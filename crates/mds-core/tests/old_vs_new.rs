@@ -47,6 +47,8 @@ struct Setup {
     workload_api: bool,
     shadow: bool,
     replicas: i32,
+    /// How many instances admission admits in all (a quota that runs out), if limited.
+    quota: Option<i32>,
 }
 
 #[derive(Clone, Debug)]
@@ -181,7 +183,7 @@ fn setup() -> impl Strategy<Value = Setup> {
         prop::bool::weighted(0.8),
         any::<bool>(),
         prop::bool::weighted(0.15),
-        1i32..=4,
+        (1i32..=4, prop::option::weighted(0.4, 2i32..8)),
     )
         .prop_map(
             |(
@@ -193,7 +195,7 @@ fn setup() -> impl Strategy<Value = Setup> {
                 router,
                 workload_api,
                 shadow,
-                replicas,
+                (replicas, quota),
             )| Setup {
                 algorithm,
                 disaggregated,
@@ -204,6 +206,7 @@ fn setup() -> impl Strategy<Value = Setup> {
                 workload_api,
                 shadow,
                 replicas,
+                quota,
             },
         )
 }
@@ -282,6 +285,7 @@ struct World {
     lose_target_write: bool,
     last_vector: Option<ReplicaVector>,
     uid_counter: i64,
+    quota: Option<i32>,
 }
 
 fn algorithm_json(algorithm: Algorithm, disaggregated: bool, roles: &[&str]) -> Value {
@@ -389,6 +393,7 @@ impl World {
             lose_target_write: false,
             last_vector: None,
             uid_counter: 1,
+            quota: setup.quota,
         };
         world.settle_all();
         for i in 0..world.roles.len() {
@@ -514,10 +519,17 @@ impl World {
             Step::Deleting(on) => self.deleting = on,
             Step::TouchSpec => self.edit(|s| s["sampling"]["pendingTimeoutSeconds"] = json!(120)),
             Step::AdmitAll => {
+                let mut budget = self.quota.unwrap_or(i32::MAX);
                 for (role, n) in self.replicas() {
                     for o in 0..n {
-                        self.admission
-                            .insert((role.clone(), o), WorkloadAdmission::Admitted);
+                        let admitted = budget > 0;
+                        budget -= 1;
+                        let state = if admitted {
+                            WorkloadAdmission::Admitted
+                        } else {
+                            WorkloadAdmission::Unadmitted
+                        };
+                        self.admission.insert((role.clone(), o), state);
                     }
                 }
             }
@@ -906,6 +918,34 @@ fn pass(w: &mut World) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// A start that reaches a rebalance: prefill and decode on one instance type, decode's
+/// growth never admitted and rolled back, then prefill wanting one fewer and decode one more.
+fn exhaustion_prelude(setup: &mut Setup) -> Vec<Step> {
+    setup.algorithm = Algorithm::Proportional;
+    setup.disaggregated = true;
+    setup.same_pool = true;
+    setup.router = true;
+    setup.shadow = false;
+    setup.quota = None;
+    setup.replicas = setup.replicas.max(2) + 1;
+    let n = setup.replicas;
+    let want = |role, replicas| Step::Want {
+        role,
+        replicas,
+        tokens: 500.0,
+    };
+    vec![
+        Step::Wait(15),
+        want(1, n + 1),
+        Step::Wait(135),
+        Step::Wait(15),
+        want(0, n - 1),
+        want(1, n + 1),
+        Step::Wait(15),
+        Step::Wait(15),
+    ]
+}
+
 #[test]
 fn the_new_core_decides_like_the_legacy_core() {
     let mut runner = TestRunner::new(Config {
@@ -913,12 +953,21 @@ fn the_new_core_decides_like_the_legacy_core() {
         failure_persistence: None,
         ..Config::default()
     });
-    let strategy = (setup(), prop::collection::vec(step(), 10..45));
+    let strategy = (
+        setup(),
+        prop::bool::weighted(0.3),
+        prop::collection::vec(step(), 10..45),
+    );
     runner
-        .run(&strategy, |(setup, steps)| {
+        .run(&strategy, |(mut setup, exhaust, steps)| {
+            let prelude = if exhaust {
+                exhaustion_prelude(&mut setup)
+            } else {
+                vec![]
+            };
             let mut w = World::new(&setup);
             pass(&mut w)?;
-            for step in steps {
+            for step in prelude.into_iter().chain(steps) {
                 w.apply(step);
                 pass(&mut w)?;
             }
