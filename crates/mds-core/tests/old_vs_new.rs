@@ -949,7 +949,11 @@ fn exhaustion_prelude(setup: &mut Setup) -> Vec<Step> {
 #[test]
 fn the_new_core_decides_like_the_legacy_core() {
     let mut runner = TestRunner::new(Config {
-        cases: 300,
+        // More for a one-off long run: OLD_VS_NEW_CASES=2000.
+        cases: std::env::var("OLD_VS_NEW_CASES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(300),
         failure_persistence: None,
         ..Config::default()
     });
