@@ -196,7 +196,56 @@ pub struct RebalanceStatus {
     /// ResourceExhausted, DonorRelease, ReceiverAcquire, DonationAttempted,
     /// RebalanceNotApplicable or RebalanceBlocked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub reason: Option<RebalanceReason>,
+}
+
+/// Where an exhaustion episode stands: `status.rebalance.reason`.
+///
+/// A text this version does not know (a status written by hand, or by another version) reads
+/// as [`RebalanceReason::Other`] and is written back as it was: the status still reads, no
+/// rule acts on the unknown reason, and a status write does not rewrite it. (`#[serde(other)]`
+/// would read it too, but as a unit variant that forgets the text.)
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum RebalanceReason {
+    /// A scale-up was rolled back: the episode is open and may donate.
+    #[serde(rename = "ResourceExhausted")]
+    ResourceExhausted,
+    /// The donor released a replica; the receiver waits for it to be gone.
+    #[serde(rename = "DonorRelease")]
+    DonorRelease,
+    /// The receiver acquired (or already had) the released replica.
+    #[serde(rename = "ReceiverAcquire")]
+    ReceiverAcquire,
+    /// A transaction ended without the receiver's replica: this exhaustion's donation is
+    /// spent.
+    #[serde(rename = "DonationAttempted")]
+    DonationAttempted,
+    /// No role can donate.
+    #[serde(rename = "RebalanceNotApplicable")]
+    NotApplicable,
+    /// A donation would break bounds or ratios in between, was already attempted, or was
+    /// given up.
+    #[serde(rename = "RebalanceBlocked")]
+    Blocked,
+    /// A reason this version does not know, kept verbatim.
+    #[serde(untagged)]
+    Other(String),
+}
+
+impl RebalanceReason {
+    /// The reason's text in the status.
+    pub fn as_str(&self) -> &str {
+        match self {
+            RebalanceReason::ResourceExhausted => "ResourceExhausted",
+            RebalanceReason::DonorRelease => "DonorRelease",
+            RebalanceReason::ReceiverAcquire => "ReceiverAcquire",
+            RebalanceReason::DonationAttempted => "DonationAttempted",
+            RebalanceReason::NotApplicable => "RebalanceNotApplicable",
+            RebalanceReason::Blocked => "RebalanceBlocked",
+            RebalanceReason::Other(text) => text,
+        }
+    }
 }
 
 /// Outcome of the latest scale-down.

@@ -1,43 +1,97 @@
-//! The exhaustion episode: the regrowth backoff after a rollback (D29) and the donor/receiver
-//! transaction (spec, *Resource rebalancing*; D27).
+//! The exhaustion episode: opened by a rollback, the regrowth backoff after it (D29) and the
+//! donor/receiver transaction (spec, *Resource rebalancing*; D27).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use jiff::SignedDuration;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use mds_api::status::{RebalanceStatus, ScaleDownOutcome};
+use mds_api::status::{PendingCohort, RebalanceReason, RebalanceStatus};
 use mds_api::target::Retirement;
 use mds_planner::Policy;
 
+use crate::guards::abort_cooldown_active;
+use crate::pass::Pass;
 use crate::protocol;
-use crate::rebalance;
-use crate::reconcile::{Pass, commit_vector};
-use crate::records::external_change;
-use crate::{GrowthBackoff, Memory, Target};
+use crate::rebalance::{self, Step};
+use crate::view::View;
+use crate::write::commit_vector;
+use crate::{GrowthBackoff, Memory, Target, Write};
+
+/// GPUStack's budget for a whole retirement (TARGET.md section 5): the bound of the donor's
+/// wait counts from it while the retirement's own deadline is not in sight.
+const RETIREMENT_BUDGET_SECONDS: i64 = 300;
+
+pub(crate) fn in_transaction(rb: &RebalanceStatus) -> bool {
+    rb.reason == Some(RebalanceReason::DonorRelease)
+}
+
+/// The scaler spec changed since the episode began: it ends the episode (a transaction in
+/// flight with it).
+fn spec_edited(pass: &Pass, rb: &RebalanceStatus) -> bool {
+    rb.exhaustion_episode_generation
+        .is_some_and(|g| pass.input.scaler.generation > g)
+}
+
+/// A rollback opens an exhaustion episode for `receiver` and holds the rolled-back pool's
+/// regrowth. Within one episode a Priority donation is attempted once (D27); our own commits
+/// do not end the episode, an external change (`external`, seen before the rollback) does.
+pub(crate) fn open(
+    pass: &mut Pass,
+    view: &View,
+    cohort: &PendingCohort,
+    receiver: Option<String>,
+    external: bool,
+    memory: &mut Memory,
+) {
+    let generation = pass.input.scaler.generation;
+    let attempted = !external
+        && pass.status.rebalance.as_ref().is_some_and(|r| {
+            r.exhaustion_episode_generation == Some(generation) && r.donation_attempted
+        });
+    // The transaction has not started: startedAt waits for the donor's release.
+    pass.status.rebalance = Some(RebalanceStatus {
+        receiver_role: receiver,
+        exhaustion_episode_generation: Some(generation),
+        donation_attempted: attempted,
+        reason: Some(RebalanceReason::ResourceExhausted),
+        ..RebalanceStatus::default()
+    });
+    let grown = protocol::changes(&cohort.baseline_vector, &cohort.target_vector);
+    let timeout = pass.input.scaler.spec.pending_timeout_seconds();
+    memory.growth_backoff = Some(GrowthBackoff {
+        until: pass.now() + SignedDuration::from_secs(timeout),
+        roles: protocol::same_pool(view.md, grown.keys().map(String::as_str)),
+    });
+}
+
+/// Ends a rebalance transaction without its receiver's replica: the exhaustion episode goes
+/// on, its donation spent (D27).
+pub(crate) fn cancel_transaction(r: &mut RebalanceStatus) {
+    r.donor_role = None;
+    r.donor_target_replicas = None;
+    r.receiver_target_replicas = None;
+    r.started_at = None;
+    r.reason = Some(RebalanceReason::DonationAttempted);
+}
 
 /// The roles whose growth waits after a rollback (D29): the rolled-back cohort's roles and the
 /// roles on the same instanceType, for `pendingTimeoutSeconds`, or until a scaler spec edit or
 /// an external change of the target starts a new episode (spec, *Resource rebalancing*). While
 /// a donor releases its replica, that pool waits for the transaction. The receiver's leg is
 /// the transaction's own write, never held here.
-pub(crate) fn backoff_roles(pass: &Pass, target: &Target, memory: &mut Memory) -> BTreeSet<String> {
+pub(crate) fn backoff_roles(pass: &Pass, view: &View, memory: &mut Memory) -> BTreeSet<String> {
     let Some(episode) = pass.status.rebalance.as_ref() else {
         memory.growth_backoff = None;
         return BTreeSet::new();
     };
     let input = pass.input;
-    let spec_edited = input
-        .scaler
-        .status
-        .observed_generation
-        .is_some_and(|g| input.scaler.generation > g);
-    let in_transaction = episode.reason.as_deref() == Some(rebalance::DONOR_RELEASE);
-    if !in_transaction && (spec_edited || external_change(pass, target)) {
+    let in_transaction = in_transaction(episode);
+    if !in_transaction && (view.spec_changed_since_status || view.external_change(&pass.status)) {
         memory.growth_backoff = None;
         return BTreeSet::new();
     }
     let receiver = episode.receiver_role.clone().unwrap_or_default();
-    let pool = || protocol::same_pool(target.deployment, [receiver.as_str()]);
+    let pool = || protocol::same_pool(view.md, [receiver.as_str()]);
     if in_transaction {
         return pool();
     }
@@ -60,14 +114,6 @@ pub(crate) fn backoff_roles(pass: &Pass, target: &Target, memory: &mut Memory) -
     } else {
         BTreeSet::new()
     }
-}
-
-/// GPUStack's budget for a whole retirement (TARGET.md section 5): the bound of the donor's
-/// wait counts from it while the retirement's own deadline is not in sight.
-const RETIREMENT_BUDGET_SECONDS: i64 = 300;
-
-pub(crate) fn in_transaction(rb: &RebalanceStatus) -> bool {
-    rb.reason.as_deref() == Some(rebalance::DONOR_RELEASE)
 }
 
 /// The donor and the count it released down to (its released ordinal), while a transaction
@@ -118,11 +164,7 @@ pub(crate) fn donor_wait(rb: &RebalanceStatus, target: &Target) -> Option<String
 /// donor retirement's own deadline, plus `pendingTimeoutSeconds` (the time the cluster is given
 /// to act on our writes). A transaction without `startedAt` (a status written by hand) counts
 /// from our last commit; without either it has no bound and gives up at once.
-pub(crate) fn give_up_at(
-    rb: &RebalanceStatus,
-    target: &Target,
-    pass: &Pass,
-) -> Option<jiff::Timestamp> {
+pub(crate) fn give_up_at(rb: &RebalanceStatus, target: &Target, pass: &Pass) -> Option<Timestamp> {
     let started = rb
         .started_at
         .as_ref()
@@ -147,15 +189,12 @@ pub(crate) fn give_up_at(
 /// restore, an adoption, a user's edit) or an aborted donor retirement cancels it, its
 /// donation spent; a donor still there at [`give_up_at`] gives up with `RebalanceBlocked`,
 /// and nothing holds for it any more (the pool's growth, the receiver's leg).
-pub(crate) fn settle_transaction(pass: &mut Pass, target: &Target) {
+pub(crate) fn settle_transaction(pass: &mut Pass, view: &View) {
     let Some(rb) = pass.status.rebalance.clone().filter(in_transaction) else {
         return;
     };
     let receiver = rb.receiver_role.clone().unwrap_or_default();
-    let spec_edited = rb
-        .exhaustion_episode_generation
-        .is_some_and(|g| pass.input.scaler.generation > g);
-    if spec_edited {
+    if spec_edited(pass, &rb) {
         pass.status.rebalance = None;
         let message = format!(
             "the scaler spec changed while a donor released a replica for {receiver}: the transaction and its exhaustion episode end"
@@ -166,10 +205,8 @@ pub(crate) fn settle_transaction(pass: &mut Pass, target: &Target) {
     let Some((donor, kept)) = donor_of(&rb) else {
         return; // no donor recorded: the step acquires or finds the receiver done
     };
-    let count = protocol::current_vector(target.deployment)
-        .get(donor)
-        .copied();
-    let aborted = donor_retirement(&rb, target).is_some_and(|r| r.is_aborted());
+    let count = view.current.get(donor).copied();
+    let aborted = donor_retirement(&rb, view.target).is_some_and(|r| r.is_aborted());
     if count.is_none_or(|n| n > kept) || aborted {
         let why = if aborted {
             format!("the retirement of {donor}'s released replica was aborted")
@@ -179,149 +216,126 @@ pub(crate) fn settle_transaction(pass: &mut Pass, target: &Target) {
         let message =
             format!("{why}: {receiver} does not acquire a replica; the donation is spent");
         if let Some(r) = pass.status.rebalance.as_mut() {
-            crate::records::cancel_transaction(r);
+            cancel_transaction(r);
         }
         pass.event(false, "RebalanceCancelled", "Rebalance", message);
         return;
     }
-    let Some(waiting) = donor_wait(&rb, target) else {
+    let Some(waiting) = donor_wait(&rb, view.target) else {
         return; // the donor is gone: the receiver acquires
     };
-    let until = give_up_at(&rb, target, pass);
+    let until = give_up_at(&rb, view.target, pass);
     if until.is_some_and(|until| pass.now() < until) {
         return;
     }
     if let Some(r) = pass.status.rebalance.as_mut() {
         // The donor and the start stay, to say which transaction was given up.
         r.receiver_target_replicas = None;
-        r.reason = Some(rebalance::BLOCKED.to_string());
+        r.reason = Some(RebalanceReason::Blocked);
     }
     let message = format!(
         "gave up waiting for {waiting}: {receiver} does not acquire {donor}'s released replica; growth plans as usual, and a new exhaustion or a scaler spec edit may donate again"
     );
-    pass.event(true, rebalance::BLOCKED, "Rebalance", message);
+    pass.event(true, "RebalanceBlocked", "Rebalance", message);
 }
 
-/// Runs the donor/receiver transaction. Returns true while a transaction owns this pass (a
-/// write was made, or the donor's retirement is awaited), so no planned commit competes.
+/// The donor/receiver transaction's step this pass, as `rebalance::step` decides it, or
+/// `None` without an episode or a plan. A spec edit or an external change of the target ends
+/// the episode first (D22): our own commits do not. A transaction in flight finishes first (a
+/// spec edit ended it already).
+fn decide_step(pass: &mut Pass, view: &View, policy: &Policy) -> Option<(RebalanceStatus, Step)> {
+    let rb = pass.status.rebalance.clone()?;
+    let ends = spec_edited(pass, &rb) || view.external_change(&pass.status);
+    if ends && !in_transaction(&rb) {
+        pass.status.rebalance = None;
+        return None;
+    }
+    let facts = rebalance::TargetFacts {
+        current: &view.current,
+        instance_types: &view.instance_types,
+        growth_blocked: view.unadmitted_anywhere,
+        retirement_active: view.retirement.is_some(),
+        cooldown_active: abort_cooldown_active(&pass.status, pass.now()),
+        donor_remains: donor_wait(&rb, view.target).is_some(),
+    };
+    let spec = pass.input.scaler.spec.rebalance.clone().unwrap_or_default();
+    let plan = pass.plan.as_ref()?;
+    let policy_kind = spec.policy.unwrap_or_default();
+    let step = rebalance::step(&rb, policy, policy_kind, &spec.priority, plan, &facts);
+    Some((rb, step))
+}
+
+/// Runs the donor/receiver transaction's step. Returns its write, when it makes one: then no
+/// planned commit competes.
 pub(crate) fn rebalance_step(
     pass: &mut Pass,
-    target: &Target,
+    view: &View,
     policy: &Policy,
-    binding: &str,
     term: i64,
     memory: &mut Memory,
-) -> bool {
-    let Some(rb) = pass.status.rebalance.clone() else {
-        return false;
-    };
-    let input = pass.input;
-    let md = target.deployment;
-    // A spec edit or an external change of the target ends the episode (D22): our own commits
-    // do not. A transaction in flight finishes first (a spec edit ended it already).
-    let spec_edited = rb
-        .exhaustion_episode_generation
-        .is_some_and(|g| input.scaler.generation > g);
-    let external = external_change(pass, target);
-    if (spec_edited || external) && rb.reason.as_deref() != Some(rebalance::DONOR_RELEASE) {
-        pass.status.rebalance = None;
-        return false;
-    }
-    let current = protocol::current_vector(md);
-    let instance_types: BTreeMap<String, String> = md
-        .spec
-        .roles
-        .iter()
-        .map(|r| (r.name.clone(), r.instance_type.clone().unwrap_or_default()))
-        .collect();
-    let cooldown_active = pass.status.last_scale_down.as_ref().is_some_and(|l| {
-        l.outcome == ScaleDownOutcome::Aborted
-            && l.cooldown_until.as_ref().is_some_and(|t| input.now < t.0)
-    });
-    let growth_blocked = target
-        .admission
-        .values()
-        .any(|a| *a != mds_api::target::WorkloadAdmission::Admitted);
-    let facts = rebalance::TargetFacts {
-        current: &current,
-        instance_types: &instance_types,
-        growth_blocked,
-        retirement_active: md.status.as_ref().is_some_and(|s| s.retirement.is_some()),
-        cooldown_active,
-        donor_remains: donor_wait(&rb, target).is_some(),
-    };
-    let spec = input.scaler.spec;
-    let rebalance_spec = spec.rebalance.clone().unwrap_or_default();
-    let Some(plan) = pass.plan.clone() else {
-        return false;
-    };
-    let now = pass.now();
-    match rebalance::step(
-        &rb,
-        policy,
-        rebalance_spec.policy.unwrap_or_default(),
-        &rebalance_spec.priority,
-        &plan,
-        &facts,
-    ) {
-        rebalance::Step::Idle => false,
-        rebalance::Step::Over => {
+) -> Option<Write> {
+    let (rb, step) = decide_step(pass, view, policy)?;
+    let receiver = rb.receiver_role.clone().unwrap_or_default();
+    match step {
+        // Waiting on a retirement or a cooldown holds scale-down only (D29): the planner's
+        // guards do that, and other roles' planned commits go ahead.
+        Step::Idle | Step::Waiting => None,
+        Step::Over => {
             // Our own regrowth in flight does not end the episode: its cohort decides.
             if pass.status.pending_cohort.is_none() {
                 pass.status.rebalance = None;
             }
-            false
+            None
         }
-        rebalance::Step::Done => {
-            if let Some(r) = pass.status.rebalance.as_mut() {
-                r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
-            }
-            false
+        Step::Done => {
+            set_reason(pass, RebalanceReason::ReceiverAcquire);
+            None
         }
-        // Waiting on a retirement or a cooldown holds scale-down only (D29): the planner's
-        // guards do that, and other roles' planned commits go ahead.
-        rebalance::Step::Waiting => false,
-        rebalance::Step::Refused { reason, message } => {
-            if rb.reason.as_deref() != Some(reason) {
-                pass.event(true, reason, "Rebalance", message);
+        Step::Refused { reason, message } => {
+            if rb.reason.as_ref() != Some(&reason) {
+                pass.event(true, refusal_event(&reason), "Rebalance", message);
             }
-            if let Some(r) = pass.status.rebalance.as_mut() {
-                r.reason = Some(reason.to_string());
-            }
-            false
+            set_reason(pass, reason);
+            None
         }
-        rebalance::Step::Release { donor, vector } => {
-            let receiver = rb.receiver_role.clone().unwrap_or_default();
-            let decision = commit_vector(pass, target, binding, term, memory, &vector);
+        Step::Release { donor, vector } => {
+            let write = commit_vector(pass, view, term, memory, &vector);
             if let Some(r) = pass.status.rebalance.as_mut() {
                 r.donor_role = Some(donor.clone());
                 r.donor_target_replicas = Some(vector[&donor]);
-                r.receiver_target_replicas = Some(current.get(&receiver).copied().unwrap_or(0) + 1);
-                r.started_at = Some(Time(now));
+                r.receiver_target_replicas =
+                    Some(view.current.get(&receiver).copied().unwrap_or(0) + 1);
+                r.started_at = Some(Time(pass.input.now));
                 r.donation_attempted = true;
-                r.reason = Some(rebalance::DONOR_RELEASE.to_string());
+                r.reason = Some(RebalanceReason::DonorRelease);
             }
-            pass.event(
-                false,
-                "DonorRelease",
-                "Rebalance",
-                format!("{donor} releases one replica for {receiver} (decision {decision})"),
-            );
-            true
+            let decision = write.decision_id.as_deref().unwrap_or_default();
+            let message =
+                format!("{donor} releases one replica for {receiver} (decision {decision})");
+            pass.event(false, "DonorRelease", "Rebalance", message);
+            Some(write)
         }
-        rebalance::Step::Acquire { vector } => {
-            let decision = commit_vector(pass, target, binding, term, memory, &vector);
-            let receiver = rb.receiver_role.clone().unwrap_or_default();
-            if let Some(r) = pass.status.rebalance.as_mut() {
-                r.reason = Some(rebalance::RECEIVER_ACQUIRE.to_string());
-            }
-            pass.event(
-                false,
-                "ReceiverAcquire",
-                "Rebalance",
-                format!("{receiver} acquires the released replica (decision {decision})"),
-            );
-            true
+        Step::Acquire { vector } => {
+            let write = commit_vector(pass, view, term, memory, &vector);
+            set_reason(pass, RebalanceReason::ReceiverAcquire);
+            let decision = write.decision_id.as_deref().unwrap_or_default();
+            let message = format!("{receiver} acquires the released replica (decision {decision})");
+            pass.event(false, "ReceiverAcquire", "Rebalance", message);
+            Some(write)
         }
+    }
+}
+
+fn set_reason(pass: &mut Pass, reason: RebalanceReason) {
+    if let Some(r) = pass.status.rebalance.as_mut() {
+        r.reason = Some(reason);
+    }
+}
+
+/// A refused donation's event takes the reason it records.
+fn refusal_event(reason: &RebalanceReason) -> &'static str {
+    match reason {
+        RebalanceReason::NotApplicable => "RebalanceNotApplicable",
+        _ => "RebalanceBlocked",
     }
 }

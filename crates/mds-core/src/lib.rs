@@ -3,17 +3,24 @@
 //! in; at most one target write (a JSON Patch), the new status, whether it must be written, and
 //! the events to emit come out. No I/O, no clock (ARCHITECTURE.md).
 
+mod binding;
 pub mod conditions;
 mod episode;
 mod failed_write;
+mod finish;
+mod guards;
 pub mod memory;
+mod pass;
 pub mod patch;
+mod planning;
 mod protocol;
 pub mod rebalance;
 mod reconcile;
 mod records;
-mod report;
+mod recovery;
+mod view;
 mod wake;
+mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
 

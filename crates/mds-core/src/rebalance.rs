@@ -10,17 +10,8 @@
 
 use mds_api::ratio_feasibility::Band;
 use mds_api::spec::RebalancePolicy;
-use mds_api::status::{RebalanceStatus, ReplicaVector};
+use mds_api::status::{RebalanceReason, RebalanceStatus, ReplicaVector};
 use mds_planner::{Guard, Plan, Policy};
-
-/// `status.rebalance.reason` values.
-pub const RESOURCE_EXHAUSTED: &str = "ResourceExhausted";
-pub const DONOR_RELEASE: &str = "DonorRelease";
-pub const RECEIVER_ACQUIRE: &str = "ReceiverAcquire";
-/// A transaction ended without the receiver's replica (its donor retirement was aborted).
-pub const DONATION_ATTEMPTED: &str = "DonationAttempted";
-pub const NOT_APPLICABLE: &str = "RebalanceNotApplicable";
-pub const BLOCKED: &str = "RebalanceBlocked";
 
 /// What the rebalance step wants this pass.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,9 +31,10 @@ pub enum Step {
     Over,
     /// The receiver already has the replica: the transaction is complete.
     Done,
-    /// No donation: the reason and a message for the condition.
+    /// No donation: the reason (`NotApplicable` or `Blocked`) and a message for the
+    /// condition.
     Refused {
-        reason: &'static str,
+        reason: RebalanceReason,
         message: String,
     },
 }
@@ -121,27 +113,20 @@ pub fn step(
     let Some(receiver) = rebalance.receiver_role.clone() else {
         return Step::Idle;
     };
-    // A transaction in progress: the donor released, wait for it to be gone, then acquire.
-    if rebalance.reason.as_deref() == Some(DONOR_RELEASE) {
-        if facts.donor_remains {
-            return Step::Waiting;
-        }
-        let mut vector = facts.current.clone();
-        let target = rebalance.receiver_target_replicas.unwrap_or(0);
-        if vector.get(&receiver).is_some_and(|n| *n < target) {
-            if facts.growth_blocked {
-                return Step::Waiting;
-            }
-            vector.insert(receiver, target);
-            return Step::Acquire { vector };
-        }
-        return Step::Done;
+    let reason = rebalance.reason.as_ref();
+    if reason == Some(&RebalanceReason::DonorRelease) {
+        return acquire_step(rebalance, receiver, facts);
     }
     // An exhausted episode, or one whose last attempt was refused: look again every pass
     // (donors' recommendations and counts change).
     if !matches!(
-        rebalance.reason.as_deref(),
-        Some(RESOURCE_EXHAUSTED | DONATION_ATTEMPTED | NOT_APPLICABLE | BLOCKED)
+        reason,
+        Some(
+            RebalanceReason::ResourceExhausted
+                | RebalanceReason::DonationAttempted
+                | RebalanceReason::NotApplicable
+                | RebalanceReason::Blocked
+        )
     ) {
         return Step::Idle;
     }
@@ -155,8 +140,8 @@ pub fn step(
     // A cancelled transaction, or one given up (blocked with its donor named), spent this
     // exhaustion's donation: another needs another exhaustion (D27), which a new rollback
     // opens.
-    let given_up = rebalance.reason.as_deref() == Some(BLOCKED) && rebalance.donor_role.is_some();
-    if rebalance.reason.as_deref() == Some(DONATION_ATTEMPTED) || given_up {
+    let given_up = reason == Some(&RebalanceReason::Blocked) && rebalance.donor_role.is_some();
+    if reason == Some(&RebalanceReason::DonationAttempted) || given_up {
         return Step::Idle;
     }
     // Releasing a donor replica is a scale-down: its guards apply.
@@ -166,7 +151,7 @@ pub fn step(
     // D27: the once-per-episode rule is Priority's alone.
     if rebalance.donation_attempted && policy_kind == RebalancePolicy::Priority {
         return Step::Refused {
-            reason: BLOCKED,
+            reason: RebalanceReason::Blocked,
             message: "a Priority donation was already attempted in this exhaustion episode; edit the scaler spec or the target to start a new one".into(),
         };
     }
@@ -174,15 +159,43 @@ pub fn step(
         Ok(order) => order,
         Err(message) => {
             return Step::Refused {
-                reason: NOT_APPLICABLE,
+                reason: RebalanceReason::NotApplicable,
                 message,
             };
         }
     };
-    let receiver_type = facts
-        .instance_types
-        .get(&receiver)
-        .filter(|t| !t.is_empty());
+    choose_donor(policy, policy_kind, plan, facts, &receiver, order)
+}
+
+/// A transaction in progress: the donor released; wait for its replica to be gone, then
+/// acquire.
+fn acquire_step(rebalance: &RebalanceStatus, receiver: String, facts: &TargetFacts) -> Step {
+    if facts.donor_remains {
+        return Step::Waiting;
+    }
+    let mut vector = facts.current.clone();
+    let target = rebalance.receiver_target_replicas.unwrap_or(0);
+    if vector.get(&receiver).is_some_and(|n| *n < target) {
+        if facts.growth_blocked {
+            return Step::Waiting;
+        }
+        vector.insert(receiver, target);
+        return Step::Acquire { vector };
+    }
+    Step::Done
+}
+
+/// The first donor in `order` that may release a replica with bounds and ratios kept on both
+/// legs; else why none may.
+fn choose_donor(
+    policy: &Policy,
+    policy_kind: RebalancePolicy,
+    plan: &Plan,
+    facts: &TargetFacts,
+    receiver: &str,
+    order: Vec<String>,
+) -> Step {
+    let receiver_type = facts.instance_types.get(receiver).filter(|t| !t.is_empty());
     let mut blocked = None;
     let mut guarded = false;
     for donor in order {
@@ -216,7 +229,7 @@ pub fn step(
         let mut release = facts.current.clone();
         release.insert(donor.clone(), count - 1);
         let mut acquire = release.clone();
-        *acquire.entry(receiver.clone()).or_insert(0) += 1;
+        *acquire.entry(receiver.to_string()).or_insert(0) += 1;
         if satisfies(policy, &release) && satisfies(policy, &acquire) {
             return Step::Release {
                 donor,
@@ -228,13 +241,13 @@ pub fn step(
     match blocked {
         None if guarded => Step::Waiting,
         Some(donor) => Step::Refused {
-            reason: BLOCKED,
+            reason: RebalanceReason::Blocked,
             message: format!(
                 "moving a replica from {donor:?} to {receiver:?} would break bounds or ratios in between"
             ),
         },
         None => Step::Refused {
-            reason: NOT_APPLICABLE,
+            reason: RebalanceReason::NotApplicable,
             message: match policy_kind {
                 RebalancePolicy::Opposing => format!(
                     "no role can donate to {receiver:?}: under Opposing a donor must recommend shrinking, share its instanceType and be above its minReplicas"

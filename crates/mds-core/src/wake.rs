@@ -7,7 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::Memory;
 use crate::episode::{give_up_at, in_transaction};
-use crate::reconcile::Pass;
+use crate::pass::Pass;
 
 fn after(t: Timestamp, seconds: i64) -> Option<Timestamp> {
     t.checked_add(SignedDuration::from_secs(seconds)).ok()

@@ -49,7 +49,11 @@ fn released_world(workloads: bool) -> World {
 }
 
 fn reason(w: &World) -> Option<String> {
-    w.status.rebalance.as_ref().and_then(|r| r.reason.clone())
+    w.status
+        .rebalance
+        .as_ref()
+        .and_then(|r| r.reason.as_ref())
+        .map(|r| r.as_str().to_string())
 }
 
 fn blocked_message(w: &World) -> String {

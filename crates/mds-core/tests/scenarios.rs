@@ -488,7 +488,7 @@ fn opposing_rebalance_moves_one_replica_in_two_steps() {
         [("decode".to_string(), 2), ("prefill".to_string(), 3)].into()
     );
     let rb = w.status.rebalance.clone().unwrap();
-    assert_eq!(rb.reason.as_deref(), Some("DonorRelease"));
+    assert_eq!(rb.reason.as_ref().map(|r| r.as_str()), Some("DonorRelease"));
     assert_eq!(
         (
             rb.donor_role.as_deref(),
@@ -527,7 +527,13 @@ fn opposing_rebalance_moves_one_replica_in_two_steps() {
         "the receiver acquires one replica"
     );
     assert_eq!(
-        w.status.rebalance.as_ref().unwrap().reason.as_deref(),
+        w.status
+            .rebalance
+            .as_ref()
+            .unwrap()
+            .reason
+            .as_ref()
+            .map(|r| r.as_str()),
         Some("ReceiverAcquire")
     );
     assert!(w.status.pending_cohort.is_some());
@@ -577,7 +583,10 @@ fn priority_lets_a_holding_role_donate_once_per_episode() {
     assert_eq!(w.pass().write.unwrap().kind, WriteKind::Rollback);
     w.now += 15;
     let rb = w.status.rebalance.clone().unwrap();
-    assert_eq!(rb.reason.as_deref(), Some("ResourceExhausted"));
+    assert_eq!(
+        rb.reason.as_ref().map(|r| r.as_str()),
+        Some("ResourceExhausted")
+    );
     assert!(rb.donation_attempted, "the episode remembers its donation");
     assert!(w.pass().write.is_none());
     assert_eq!(
@@ -630,7 +639,7 @@ fn an_aborted_donor_retirement_restores_and_cancels_the_transaction() {
     let rb = w.status.rebalance.clone().unwrap();
     assert_eq!(rb.donor_role, None, "the transaction is cancelled");
     assert_eq!(
-        rb.reason.as_deref(),
+        rb.reason.as_ref().map(|r| r.as_str()),
         Some("DonationAttempted"),
         "the episode goes on, its donation spent"
     );

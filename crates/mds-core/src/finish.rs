@@ -1,0 +1,282 @@
+//! The end of a pass: `MetricsReady` and `Blocked` from the plan and the records, the other
+//! conditions applied, planner memory persisted, and whether the status must be written (D23).
+
+use mds_api::status::{ModelDeploymentScalerStatus, RebalanceReason, SignalState};
+use mds_planner::{Guard, Limit, Plan, Reason};
+
+use crate::conditions::{self, BLOCKED, METRICS_READY, Report};
+use crate::episode;
+use crate::guards::abort_cooldown_active;
+use crate::pass::Pass;
+use crate::{Memory, Outcome};
+
+/// What holds the recommendations, in priority order: the first that applies is reported.
+enum Blocked {
+    /// The current vector breaks the policy (the plan's conflict): its reason and message.
+    Conflict {
+        reason: &'static str,
+        message: String,
+    },
+    RatioConflict,
+    ScaleDownAborted,
+    /// `RebalanceNotApplicable`: no role can donate.
+    NoDonor,
+    /// `RebalanceBlocked`: a donation breaks bounds or ratios, was attempted, or was given up.
+    DonationRefused(String),
+    ResourceExhausted(String),
+    /// Refused counts are held.
+    RefusedCommit(String),
+    PacingBounded(String),
+    Ready,
+}
+
+impl Blocked {
+    fn of(pass: &Pass, plan: &Plan) -> Blocked {
+        if let Some((reason, message)) = &plan.conflict {
+            return Blocked::Conflict {
+                reason: reason.as_str(),
+                message: format!("{message}; adjust the policy to include the current vector"),
+            };
+        }
+        let episode = episode_reason(pass);
+        if plan.roles.iter().any(|r| r.reason == Reason::RatioConflict) {
+            Blocked::RatioConflict
+        } else if abort_cooldown_active(&pass.status, pass.now()) {
+            Blocked::ScaleDownAborted
+        } else if episode == Some(&RebalanceReason::NotApplicable) {
+            Blocked::NoDonor
+        } else if episode == Some(&RebalanceReason::Blocked) {
+            Blocked::DonationRefused(rebalance_blocked(pass))
+        } else if episode.is_some() {
+            Blocked::ResourceExhausted(exhausted_message(pass))
+        } else if let Some(message) = &pass.refused {
+            Blocked::RefusedCommit(crate::failed_write::held_commit(message))
+        } else if plan.pacing_bounded() {
+            Blocked::PacingBounded(pacing_message(pass, plan))
+        } else {
+            Blocked::Ready
+        }
+    }
+
+    fn report(self) -> Report {
+        let (reason, message) = match self {
+            Blocked::Conflict { reason, message } => (reason, message),
+            Blocked::RatioConflict => (
+                "RatioConflict",
+                "no feasible vector was found for a ratio component; it holds its counts".into(),
+            ),
+            Blocked::ScaleDownAborted => (
+                "ScaleDownAborted",
+                "a retirement was aborted and restored; scale-down waits for the cooldown".into(),
+            ),
+            Blocked::NoDonor => (
+                "RebalanceNotApplicable",
+                "the receiver still needs to grow but no role can donate (same instanceType, above its minimum, allowed by rebalance.policy)".into(),
+            ),
+            Blocked::DonationRefused(message) => ("RebalanceBlocked", message),
+            Blocked::ResourceExhausted(message) => ("ResourceExhausted", message),
+            Blocked::RefusedCommit(message) | Blocked::PacingBounded(message) => {
+                ("PacingBounded", message)
+            }
+            Blocked::Ready => {
+                let message = "no constraint holds the recommendations";
+                return Report::new(BLOCKED, false, "Ready", message);
+            }
+        };
+        Report::new(BLOCKED, true, reason, message)
+    }
+}
+
+/// The exhaustion episode's reason, when there is one.
+fn episode_reason<'a>(pass: &'a Pass) -> Option<&'a RebalanceReason> {
+    pass.status
+        .rebalance
+        .as_ref()
+        .and_then(|r| r.reason.as_ref())
+}
+
+/// `MetricsReady` when the plan has no conflict (a conflict reports its own).
+fn metrics_ready(pass: &Pass, plan: &Plan) -> Report {
+    // Roles without current readings or complete coverage, and roles their algorithm holds
+    // for want of a reading it can use (an unknown kind under a token algorithm, D31).
+    let waiting: Vec<&str> = plan
+        .roles
+        .iter()
+        .filter(|r| {
+            let observation = pass.input.observations.get(&r.name);
+            let observed = observation.is_some_and(|o| {
+                matches!(o.signal_state, SignalState::Fresh | SignalState::Idle)
+                    && o.coverage_complete
+            });
+            !observed || r.algorithm_reason == Reason::WaitingForMetrics
+        })
+        .map(|r| r.name.as_str())
+        .collect();
+    if episode_reason(pass).is_some() {
+        Report::new(
+            METRICS_READY,
+            false,
+            "ResourceExhausted",
+            "added replicas were not admitted; check quota and admission before growth resumes",
+        )
+    } else if let Some(problem) = pass.input.sampling_problem {
+        // D2: the shell could not read the target at all (an unknown engine).
+        Report::new(
+            METRICS_READY,
+            false,
+            "WaitingForMetrics",
+            format!("{problem}; roles {waiting:?} have no readings; scale-down waits"),
+        )
+    } else if waiting.is_empty() {
+        Report::new(
+            METRICS_READY,
+            true,
+            "Observed",
+            "all required role signals are available",
+        )
+    } else {
+        Report::new(
+            METRICS_READY,
+            false,
+            "WaitingForMetrics",
+            format!(
+                "roles {waiting:?} lack current readings or complete coverage; scale-down waits"
+            ),
+        )
+    }
+}
+
+/// `PacingBounded`: the held roles and their limits, and what a retirement hold waits for.
+fn pacing_message(pass: &Pass, plan: &Plan) -> String {
+    let held: Vec<String> = plan
+        .roles
+        .iter()
+        .filter(|r| r.reason == Reason::PacingBounded)
+        .map(|r| {
+            let limits: Vec<String> = r.limits.iter().map(|l| l.to_string()).collect();
+            format!("{} ({})", r.name, limits.join("; "))
+        })
+        .collect();
+    let mut message = format!("held by pacing or guards: {}", held.join(", "));
+    let guard = Limit::Guard(Guard::RetirementActive);
+    let retirement_hold = plan.roles.iter().any(|r| r.limits.contains(&guard));
+    if let Some(wait) = pass.scale_down_wait.as_deref().filter(|_| retirement_hold) {
+        message.push_str(&format!("; scale-down waits for {wait}"));
+    }
+    message
+}
+
+/// `RebalanceBlocked`: a donation given up while its donor's replica did not go, or one that
+/// breaks bounds or ratios in between or was already attempted (D27).
+fn rebalance_blocked(pass: &Pass) -> String {
+    match pass
+        .status
+        .rebalance
+        .as_ref()
+        .and_then(|r| r.donor_role.as_deref())
+    {
+        Some(donor) => format!(
+            "{donor} released a replica that did not retire and disappear in time, so the receiver did not acquire it; growth plans as usual, and a new exhaustion or a scaler spec edit may donate again"
+        ),
+        None => "a donation would break bounds or ratios in between, or was already attempted in this episode; edit the scaler spec to start a new one".into(),
+    }
+}
+
+/// `ResourceExhausted`, and while a donor releases a replica, what the receiver waits for and
+/// until when at the latest.
+fn exhausted_message(pass: &Pass) -> String {
+    let message = "a scale-up was rolled back after its replicas were not admitted";
+    let (Some(rb), Some(target)) = (pass.status.rebalance.as_ref(), pass.input.target.as_ref())
+    else {
+        return message.into();
+    };
+    let Some(waiting) = episode::donor_wait(rb, target) else {
+        return message.into();
+    };
+    let receiver = rb.receiver_role.as_deref().unwrap_or_default();
+    let until = episode::give_up_at(rb, target, pass)
+        .map(|t| format!(" (it gives up at {t})"))
+        .unwrap_or_default();
+    format!("{message}; {receiver} waits for {waiting}{until}")
+}
+
+/// Conditions, memory and the status-write decision.
+pub(crate) fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
+    let input = pass.input;
+    if let Some(plan) = pass.plan.as_ref() {
+        let blocked = Blocked::of(&pass, plan);
+        let metrics = match &blocked {
+            Blocked::Conflict { reason, message } => {
+                Report::new(METRICS_READY, false, reason, message.clone())
+            }
+            _ => metrics_ready(&pass, plan),
+        };
+        pass.reports.push(metrics);
+        pass.reports.push(blocked.report());
+    }
+    let generation = pass
+        .status
+        .observed_generation
+        .unwrap_or(input.scaler.generation);
+    pass.status.conditions = conditions::apply(
+        &input.scaler.status.conditions,
+        &pass.reports,
+        generation,
+        input.now,
+    );
+    if let Some(planner) = memory.planner.as_ref().filter(|_| pass.plan.is_some()) {
+        crate::memory::persist(planner, &mut pass.status);
+    }
+    let write_status = control_plane(&pass.status) != control_plane(input.scaler.status);
+    let wake_at = crate::wake::wake_at(&pass, memory);
+    Outcome {
+        write: pass.write,
+        status: pass.status,
+        write_status,
+        events: pass.events,
+        plan: pass.plan,
+        wake_at,
+    }
+}
+
+/// What makes a status write necessary (D23): decisions, the binding, conditions, and each
+/// role's counts and reason. Histories and filters ride along but do not trigger a write.
+fn control_plane(status: &ModelDeploymentScalerStatus) -> serde_json::Value {
+    let roles: Vec<serde_json::Value> = status
+        .roles
+        .iter()
+        .map(|r| {
+            serde_json::json!([
+                r.name,
+                r.current_replicas,
+                r.ready_replicas,
+                r.raw_recommended_replicas,
+                r.constrained_replicas,
+                r.reason
+            ])
+        })
+        .collect();
+    let conditions: Vec<serde_json::Value> = status
+        .conditions
+        .iter()
+        .map(|c| {
+            serde_json::json!([
+                c.type_,
+                c.status,
+                c.reason,
+                c.message,
+                c.observed_generation
+            ])
+        })
+        .collect();
+    serde_json::json!({
+        "generation": status.observed_generation,
+        "binding": status.binding,
+        "lastCommit": status.last_commit,
+        "pendingCohort": status.pending_cohort,
+        "rebalance": status.rebalance,
+        "lastScaleDown": status.last_scale_down,
+        "roles": roles,
+        "conditions": conditions,
+    })
+}
