@@ -27,6 +27,31 @@ pub struct TargetShape {
     pub resource_version: Option<String>,
 }
 
+impl TargetShape {
+    /// The shape of `md` as it stands.
+    pub fn of(md: &mds_api::target::ModelDeployment) -> TargetShape {
+        TargetShape {
+            roles: md
+                .spec
+                .roles
+                .iter()
+                .map(|r| (r.name.clone(), r.replicas()))
+                .collect(),
+            has_annotations: md
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| !a.is_empty()),
+            has_decision: crate::protocol::annotation(
+                md,
+                mds_api::annotations::DECISION_ANNOTATION,
+            )
+            .is_some(),
+            resource_version: md.metadata.resource_version.clone(),
+        }
+    }
+}
+
 /// Installs the binding annotation. Guarded by the resource version: two scalers binding at
 /// once cannot both win (a failed bind is simply retried next pass).
 pub fn bind(target: &TargetShape, binding: &str) -> Vec<PatchOp> {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use mds_api::annotations::{BINDING_ANNOTATION, BindingPayload, DECISION_ANNOTATION};
+use mds_api::annotations::{BINDING_ANNOTATION, BindingPayload};
 use mds_api::spec::Mode;
 use mds_api::status::{ModelDeploymentScalerStatus, ReplicaVector};
 use mds_api::target::{ModelDeployment, Retirement, WorkloadAdmission};
@@ -163,21 +163,7 @@ impl<'a> View<'a> {
 }
 
 fn shape(md: &ModelDeployment) -> TargetShape {
-    TargetShape {
-        roles: md
-            .spec
-            .roles
-            .iter()
-            .map(|r| (r.name.clone(), r.replicas()))
-            .collect(),
-        has_annotations: md
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| !a.is_empty()),
-        has_decision: protocol::annotation(md, DECISION_ANNOTATION).is_some(),
-        resource_version: md.metadata.resource_version.clone(),
-    }
+    TargetShape::of(md)
 }
 
 /// A target whose UID differs from the one the status knows; acknowledged by a spec edit

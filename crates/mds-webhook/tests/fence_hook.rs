@@ -74,22 +74,7 @@ impl Stored {
 }
 
 fn shape(doc: &Value) -> TargetShape {
-    let md = md(doc);
-    TargetShape {
-        roles: md
-            .spec
-            .roles
-            .iter()
-            .map(|r| (r.name.clone(), r.replicas()))
-            .collect(),
-        has_annotations: md.metadata.annotations.is_some(),
-        has_decision: md
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(DECISION_ANNOTATION)),
-        resource_version: md.metadata.resource_version.clone(),
-    }
+    TargetShape::of(&md(doc))
 }
 
 async fn update(fake: Fake, user: &str, old: &Value, new: &Value) -> Value {

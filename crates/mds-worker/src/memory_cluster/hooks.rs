@@ -68,13 +68,8 @@ impl Edit<'_> {
         name: &str,
         change: impl FnOnce(&mut Value),
     ) -> Option<Value> {
-        let stored = self.get(kind, namespace, name)?;
-        let mut doc = stored.clone();
-        change(&mut doc);
-        if doc == *stored {
-            return Some(doc);
-        }
-        Some(self.put(kind, doc))
+        let (_, old, doc) = self.changed(kind, namespace, name, change)?;
+        Some(if doc == old { doc } else { self.put(kind, doc) })
     }
 
     /// Changes the stored object as the API server stores any update: the generation moves
@@ -87,14 +82,26 @@ impl Edit<'_> {
         name: &str,
         change: impl FnOnce(&mut Value),
     ) -> Option<Value> {
-        let key = (kind, namespace.to_string(), name.to_string());
-        let old = self.0.objects.get(&key)?.clone();
+        let (key, old, doc) = self.changed(kind, namespace, name, change)?;
+        Some(if doc == old {
+            doc
+        } else {
+            self.0.store(key, Some(old), doc)
+        })
+    }
+
+    /// The stored object and what `change` makes of it.
+    fn changed(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        change: impl FnOnce(&mut Value),
+    ) -> Option<((Kind, String, String), Value, Value)> {
+        let old = self.get(kind, namespace, name)?.clone();
         let mut doc = old.clone();
         change(&mut doc);
-        if doc == old {
-            return Some(doc);
-        }
-        Some(self.0.store(key, Some(old), doc))
+        Some(((kind, namespace.to_string(), name.to_string()), old, doc))
     }
 
     /// Creates or replaces an object as it is (a missing generation starts at 1).

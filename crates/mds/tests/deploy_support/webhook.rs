@@ -251,17 +251,7 @@ impl Drop for InProcessWebhook {
 
 /// What a target looks like to the operator's patches.
 pub fn target_shape(md: &ModelDeployment) -> TargetShape {
-    TargetShape {
-        roles: md
-            .spec
-            .roles
-            .iter()
-            .map(|r| (r.name.clone(), r.replicas()))
-            .collect(),
-        has_annotations: md.metadata.annotations.is_some(),
-        has_decision: false,
-        resource_version: md.metadata.resource_version.clone(),
-    }
+    TargetShape::of(md)
 }
 
 /// The operator's own adapter as `operator` (deploy/'s ServiceAccount), as the leader.
