@@ -1,0 +1,141 @@
+//! The world's objects in the in-memory cluster, as the lab's stand-in writes them to an API
+//! server (`mds_sim::objects`): Pods with their status, Workloads with theirs, and the
+//! target's status; the other way, the target's spec as the worker wrote it goes back into
+//! the world. Only what changed is written.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::Timestamp;
+use mds_api::target::ModelDeployment;
+use mds_sim::{DeploymentKey, World, objects};
+use mds_worker::memory_cluster::{Kind, MemoryCluster};
+use serde_json::{Value, json};
+
+use crate::SimError;
+
+#[derive(Default)]
+pub(crate) struct Mirror {
+    /// What was last put, by kind and name.
+    written: BTreeMap<(Kind, String), Value>,
+    /// The target generation the world last took.
+    adopted: Option<i64>,
+}
+
+impl Mirror {
+    pub(crate) fn sync(
+        &mut self,
+        world: &World,
+        key: &DeploymentKey,
+        cluster: &MemoryCluster,
+        now: Timestamp,
+    ) {
+        let ns = key.namespace.as_str();
+        let mut wanted: BTreeMap<(Kind, String), Value> = BTreeMap::new();
+        for view in world.pods(key) {
+            let name = view.metadata.name.clone().unwrap_or_default();
+            let previous = self
+                .written
+                .get(&(Kind::Pod, name.clone()))
+                .map(|p| p["status"].clone())
+                .unwrap_or(Value::Null);
+            let mut pod = objects::pod_manifest(&view);
+            let meta = &view.metadata;
+            pod["metadata"]["uid"] = json!(meta.uid);
+            if let Some(t) = &meta.creation_timestamp {
+                pod["metadata"]["creationTimestamp"] = json!(objects::rfc3339(t.0));
+            }
+            if let Some(t) = &meta.deletion_timestamp {
+                pod["metadata"]["deletionTimestamp"] = json!(objects::rfc3339(t.0));
+            }
+            pod["status"] = objects::pod_status(&view, &previous, now);
+            wanted.insert((Kind::Pod, name), pod);
+        }
+        for workload in world.workloads(key) {
+            let name = workload.metadata.name.clone().unwrap_or_default();
+            let mut doc = objects::workload_manifest(&workload);
+            doc["metadata"]["namespace"] = json!(ns);
+            doc["metadata"]["uid"] = json!(workload.metadata.uid);
+            doc["status"] = objects::workload_status(&workload);
+            wanted.insert((Kind::Workload, name), doc);
+        }
+        let gone: BTreeSet<(Kind, String)> = self
+            .written
+            .keys()
+            .filter(|k| !wanted.contains_key(*k))
+            .cloned()
+            .collect();
+        for (kind, name) in &gone {
+            let _ = cluster.delete(*kind, ns, name, now);
+            self.written.remove(&(*kind, name.clone()));
+        }
+        for (k, doc) in wanted {
+            if self.written.get(&k) == Some(&doc) {
+                continue;
+            }
+            cluster.edit(|e| e.put(k.0, doc.clone()));
+            self.written.insert(k, doc);
+        }
+        if let Some(status) = world.deployment(key).and_then(|d| d.status.as_ref()) {
+            let status = objects::deployment_status(status);
+            cluster.edit(|e| {
+                e.edit(Kind::Target, ns, &key.name, |doc| doc["status"] = status);
+            });
+        }
+    }
+
+    /// Ready replicas per role, as the world's status reports them.
+    pub(crate) fn ready(&self, world: &World, key: &DeploymentKey) -> BTreeMap<String, i32> {
+        world
+            .deployment(key)
+            .and_then(|d| d.status.as_ref())
+            .map(|s| {
+                s.roles
+                    .iter()
+                    .map(|r| (r.name.clone(), r.ready.unwrap_or(0)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The target as the cluster holds it.
+    fn target(cluster: &MemoryCluster, key: &DeploymentKey) -> Option<ModelDeployment> {
+        let doc = cluster.get(Kind::Target, &key.namespace, &key.name)?;
+        serde_json::from_value(doc).ok()
+    }
+
+    /// The world takes the target's spec when its generation moved (the worker's writes).
+    pub(crate) fn adopt_target(
+        &mut self,
+        world: &mut World,
+        cluster: &MemoryCluster,
+        key: &DeploymentKey,
+    ) -> Result<(), SimError> {
+        let Some(md) = Self::target(cluster, key) else {
+            return Ok(());
+        };
+        let generation = md.metadata.generation;
+        if generation == self.adopted {
+            return Ok(());
+        }
+        world.apply_deployment(md)?;
+        self.adopted = generation;
+        Ok(())
+    }
+
+    /// The target's counts.
+    pub(crate) fn counts(
+        &self,
+        cluster: &MemoryCluster,
+        key: &DeploymentKey,
+    ) -> BTreeMap<String, i32> {
+        Self::target(cluster, key)
+            .map(|md| {
+                md.spec
+                    .roles
+                    .iter()
+                    .map(|r| (r.name.clone(), r.replicas()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
