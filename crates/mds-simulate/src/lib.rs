@@ -44,6 +44,8 @@ pub struct PassRecord {
     pub ready: BTreeMap<String, i32>,
     /// The target write the pass made (`commit`, `bind`, ...) and whether it landed.
     pub write: Option<(String, bool)>,
+    /// Each planned role's raw recommendation and reason.
+    pub plan: BTreeMap<String, (i32, String)>,
 }
 
 /// What a run is made of: the world's settings, one target and the scaler that owns it, each
@@ -168,6 +170,12 @@ impl Simulation {
                     .write
                     .as_ref()
                     .map(|(kind, result)| (kind.as_str().to_string(), result.is_ok())),
+                plan: report
+                    .plan
+                    .iter()
+                    .flat_map(|p| &p.roles)
+                    .map(|r| (r.name.clone(), (r.raw, r.reason.as_str().to_string())))
+                    .collect(),
             });
         }
         Ok(records)
