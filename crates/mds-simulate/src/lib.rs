@@ -7,6 +7,7 @@
 //! run, byte for byte.
 
 mod mirror;
+pub mod replay;
 mod source;
 
 use std::collections::BTreeMap;

@@ -10,7 +10,6 @@ pub mod facts;
 pub mod failures;
 pub mod memory_cluster;
 pub mod ports;
-pub mod replay;
 pub mod sampler;
 pub mod schedule;
 pub mod worker;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use mds_api::validation::Report;
-use mds_worker::replay::{PassReport, parse_timeline, replay, synthetic_target};
+use mds_simulate::replay::{PassReport, parse_timeline, replay, synthetic_target};
 
 use crate::manifest::scaler::{read_scaler, read_status, read_target, write_report};
 use crate::manifest::{Document, holdings, parse_documents};

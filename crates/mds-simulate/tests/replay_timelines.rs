@@ -2,8 +2,8 @@
 //! replayed, and nothing panics, whatever the numbers, names and states in it.
 
 use mds_api::ModelDeploymentScaler;
+use mds_simulate::replay::{RETIREMENT_STATES, parse_timeline, replay};
 use mds_testdata::{mk_role, mk_target};
-use mds_worker::replay::{RETIREMENT_STATES, parse_timeline, replay};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

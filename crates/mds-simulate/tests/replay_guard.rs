@@ -5,8 +5,8 @@ use serde_json::json;
 
 /// The same scaler replayed over a timeline of one Server role at 4 ready replicas with a p95
 /// TTFT at 2x its target, with and without a count of observations behind it.
-fn replay_thin(count: Option<u32>) -> Vec<mds_worker::replay::PassReport> {
-    use mds_worker::replay::{parse_timeline, replay, synthetic_target};
+fn replay_thin(count: Option<u32>) -> Vec<mds_simulate::replay::PassReport> {
+    use mds_simulate::replay::{parse_timeline, replay, synthetic_target};
     let scaler: mds_api::ModelDeploymentScaler = serde_json::from_value(json!({
         "apiVersion": "worker.gpustack.ai/v1",
         "kind": "ModelDeploymentScaler",
@@ -48,7 +48,7 @@ fn a_replay_timeline_without_counts_grows_as_before_and_a_thin_one_does_not() {
 
 #[test]
 fn a_negative_count_of_observations_is_refused_naming_the_field() {
-    let e = mds_worker::replay::parse_timeline(
+    let e = mds_simulate::replay::parse_timeline(
         r#"{"t": 0, "roles": {"server": {"readyReplicas": 1, "itlObservations": -3}}}"#,
     )
     .unwrap_err();

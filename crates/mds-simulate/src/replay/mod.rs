@@ -17,9 +17,9 @@ use mds_signals::RoleObservation;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::memory_cluster::{Kind, MemoryCluster};
-use crate::ports::ScalerKey;
-use crate::worker::Worker;
+use mds_worker::ScalerKey;
+use mds_worker::Worker;
+use mds_worker::memory_cluster::{Kind, MemoryCluster};
 
 mod timeline;
 
