@@ -153,6 +153,32 @@ fn running_decodes_are_scheduled_before_a_new_prompt() {
 }
 
 #[test]
+fn idle_time_is_jumped_and_a_full_batch_makes_requests_queue() {
+    let mut engine = engine_with(small(8192, 2, 2000));
+    engine.submit(0, 0.0, 100, 10, None);
+    engine.submit(1, 0.0, 100, 10, None);
+    engine.submit(2, 0.0, 100, 10, None);
+    engine.submit(3, 1000.0, 100, 10, None);
+    engine.advance_to(500.0);
+    assert_eq!(engine.clock(), 500.0);
+    assert_eq!((engine.running(), engine.waiting()), (0, 0));
+    engine.advance_to(2000.0);
+    // Ten steps for the first pair together, ten for the third, ten for the last: idle time
+    // costs no steps.
+    assert_eq!(engine.counters.steps, 30);
+    let done = engine.take_finished();
+    assert_eq!(done[0].queue_seconds, 0.0);
+    let third = done.iter().find(|r| r.id == 2).unwrap();
+    assert!(
+        (third.queue_seconds - done[0].finish).abs() < 1e-12,
+        "waits for a seat"
+    );
+    let last = done.iter().find(|r| r.id == 3).unwrap();
+    assert_eq!(last.queue_seconds, 0.0);
+    assert!(last.finish > 1000.0 && last.finish < 1001.0);
+}
+
+#[test]
 fn a_full_kv_cache_preempts_the_newest_request_and_it_still_completes() {
     // 20 blocks of 16 tokens; three requests each grow to 214 tokens (14 blocks).
     let mut engine = engine_with(small(8192, 8, 20));

@@ -47,7 +47,7 @@ pub struct StepStats {
     pub kv_tokens: u64,
     /// Requests scheduled in the step.
     pub scheduled_requests: usize,
-    /// Running requests during the step (scheduled or not).
+    /// Requests in the running batch during the step (after preemption and admission).
     pub running: usize,
     pub preempted: u32,
 }
@@ -208,7 +208,6 @@ impl RequestEngine {
     /// One scheduler step at the clock, if any request can be scheduled.
     pub fn step(&mut self) -> Option<StepStats> {
         let start = self.clock;
-        let running = self.running.len();
         let mut budget = self.profile.limits.max_num_batched_tokens;
         let preempted = self.schedule_running(&mut budget);
         if preempted == 0 {
@@ -216,7 +215,7 @@ impl RequestEngine {
         }
         let mut stats = StepStats {
             start,
-            running: running.max(self.running.len()),
+            running: self.running.len(),
             preempted,
             ..StepStats::default()
         };
