@@ -6,7 +6,9 @@
 //!   [`World::step`] / [`World::advance_to`]; read through views a mirror can turn into
 //!   Kubernetes objects ([`World::deployment`], [`World::pods`], [`World::workloads`],
 //!   [`World::metrics_page`]).
-//! - [`engine`]: the fluid engine model; [`exposition`]: its vLLM and SGLang `/metrics` pages.
+//! - [`engine`]: the fluid engine model, and beside it the request-level one
+//!   ([`RequestEngine`], not yet used by the world); [`exposition`]: the vLLM and SGLang
+//!   `/metrics` pages.
 //! - [`load`]: offered load over time (constant, steps, ramps, traces).
 //!
 //! docs/SIMULATION.md describes the model and its formulas.
@@ -42,6 +44,7 @@ pub mod load;
 pub mod objects;
 mod world;
 
+pub use engine::request::{RequestEngine, RequestProfile};
 pub use engine::{EngineFlavor, EngineProfile, EngineState, WorkKind};
 pub use load::{Arrivals, Load, LoadProfile, Trace};
 pub use world::{

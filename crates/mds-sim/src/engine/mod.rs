@@ -20,6 +20,7 @@
 
 mod batch;
 pub mod histogram;
+pub mod request;
 
 use jiff::Timestamp;
 use mds_api::target::{Engine, RoleKind};
