@@ -12,11 +12,14 @@ mod source;
 
 use std::collections::BTreeMap;
 
-use jiff::{SignedDuration, Timestamp};
+use futures::executor::block_on;
+use jiff::Timestamp;
 use mds_api::ModelDeploymentScaler;
+use mds_api::defaults::values;
 use mds_api::target::ModelDeployment;
 use mds_sim::{DeploymentKey, LoadProfile, RoleSettings, World, WorldConfig, WorldError};
 use mds_worker::memory_cluster::{Kind, MemoryCluster};
+use mds_worker::schedule::{Fingerprint, Next, Schedule};
 use mds_worker::{ScalerKey, Worker, WriteError};
 use serde::Serialize;
 
@@ -71,10 +74,8 @@ pub struct Simulation {
     worker: Worker,
     start: Timestamp,
     next_pass: Timestamp,
+    schedule: Schedule,
 }
-
-/// The shortest time between two passes: a `wake_at` at `now` cannot spin the loop.
-const MIN_GAP: SignedDuration = SignedDuration::from_secs(1);
 
 impl Simulation {
     pub fn new(scenario: Scenario) -> Result<Simulation, SimError> {
@@ -137,6 +138,7 @@ impl Simulation {
             deployment,
             start,
             next_pass: start,
+            schedule: Schedule::new(start),
         })
     }
 
@@ -150,19 +152,19 @@ impl Simulation {
                 .sync(&self.world, &self.deployment, &self.cluster, now);
             let pages = Pages::of(&self.world, &self.deployment);
             let ready = self.mirror.ready(&self.world, &self.deployment);
-            let report = ready_pass(&mut self.worker, &self.cluster, &pages, now);
+            let report = block_on(self.worker.pass(&self.cluster, &pages, now));
             self.mirror
                 .adopt_target(&mut self.world, &self.cluster, &self.deployment)?;
-            let interval = self
-                .cluster
-                .get(Kind::Scaler, &self.key.namespace, &self.key.name)
-                .and_then(|s| s["spec"]["sampling"]["intervalSeconds"].as_i64())
-                .unwrap_or(15);
-            let mut next = now + SignedDuration::from_secs(interval.max(1));
-            if let Some(wake) = report.wake_at.filter(|w| *w < next) {
-                next = wake.max(now + MIN_GAP);
-            }
-            self.next_pass = next;
+            // The operator's own schedule decides when the next pass is due: the interval,
+            // brought forward to the core's `wake_at` but not within its floor. A change seen
+            // between passes does not bring one forward here (every fingerprint is the same).
+            let interval = self.interval();
+            self.schedule.ran(now, false, Fingerprint::default());
+            self.schedule.wake(report.wake_at);
+            self.next_pass = match self.schedule.next(now, interval, &Fingerprint::default()) {
+                Next::Sleep(due) => due,
+                Next::Run { .. } => now + interval,
+            };
             records.push(PassRecord {
                 t: now.duration_since(self.start).as_secs_f64(),
                 replicas: self.mirror.counts(&self.cluster, &self.deployment),
@@ -181,13 +183,17 @@ impl Simulation {
         }
         Ok(records)
     }
-}
 
-fn ready_pass(
-    worker: &mut Worker,
-    cluster: &MemoryCluster,
-    pages: &Pages,
-    now: Timestamp,
-) -> mds_worker::PassReport {
-    futures::executor::block_on(worker.pass(cluster, pages, now))
+    /// The scaler's sampling interval as it stands in the cluster (the spec's default when
+    /// unset).
+    fn interval(&self) -> std::time::Duration {
+        let seconds = self
+            .cluster
+            .get(Kind::Scaler, &self.key.namespace, &self.key.name)
+            .and_then(|doc| serde_json::from_value::<ModelDeploymentScaler>(doc).ok())
+            .map_or(values::INTERVAL_SECONDS as i64, |s| {
+                s.spec.interval_seconds()
+            });
+        std::time::Duration::from_secs(seconds.max(1) as u64)
+    }
 }
