@@ -508,6 +508,13 @@ impl State {
             .map(|((ns, name), d)| ((ns.clone(), name.clone()), d))
             .collect();
         let pods = self.parsed_pods.of(pod_docs.iter().map(|(k, d)| (k, *d)));
+        let live = |kind: Kind| {
+            move |(ns, name): &(String, String)| {
+                objects.contains_key(&(kind, ns.clone(), name.clone()))
+            }
+        };
+        self.parsed_pods.retain(live(Kind::Pod));
+        self.parsed_workloads.retain(live(Kind::Workload));
         let workloads = if self.workloads_served {
             let docs: Vec<((String, String), &Value)> = in_ns(Kind::Workload)
                 .map(|((ns, name), d)| ((ns.clone(), name.clone()), d))

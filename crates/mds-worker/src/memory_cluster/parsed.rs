@@ -2,7 +2,7 @@
 //! the same `Arc` for an object that did not change, so a pass over a target with a thousand
 //! Pods does not parse a thousand Pods again.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -24,18 +24,16 @@ impl<T> Default for Parsed<T> {
 
 impl<T: DeserializeOwned> Parsed<T> {
     /// The typed objects of `docs`, parsed where the cached copy is of another version; an
-    /// object that does not parse is left out. Copies of objects not among `docs` are dropped.
+    /// object that does not parse is left out.
     pub(super) fn of<'a>(
         &mut self,
         docs: impl Iterator<Item = (&'a (String, String), &'a Value)>,
     ) -> Vec<Arc<T>> {
-        let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for (key, doc) in docs {
             let version = doc["metadata"]["resourceVersion"]
                 .as_str()
                 .unwrap_or_default();
-            seen.insert(key.clone());
             match self.by_key.get(key) {
                 Some((v, typed)) if v == version => out.push(typed.clone()),
                 _ => {
@@ -50,7 +48,12 @@ impl<T: DeserializeOwned> Parsed<T> {
                 }
             }
         }
-        self.by_key.retain(|k, _| seen.contains(k));
         out
+    }
+
+    /// Drops the copies of objects that are gone. A snapshot reads one target's Pods, so
+    /// what it did not read may still be another's.
+    pub(super) fn retain(&mut self, live: impl Fn(&(String, String)) -> bool) {
+        self.by_key.retain(|k, _| live(k));
     }
 }
