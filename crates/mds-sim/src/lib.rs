@@ -42,6 +42,7 @@ pub mod engine;
 pub mod exposition;
 pub mod load;
 pub mod objects;
+pub mod rng;
 mod world;
 
 pub use engine::request::{RequestEngine, RequestProfile};

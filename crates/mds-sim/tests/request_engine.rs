@@ -4,31 +4,8 @@
 use mds_sim::engine::request::{
     FinishedRequest, Outcome, RequestEngine, RequestProfile, SchedulerLimits, StepStats,
 };
+use mds_sim::rng::Rng;
 use proptest::prelude::*;
-
-/// A small seeded generator (xorshift64*), so arrivals repeat exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in (0, 1].
-    fn unit(&mut self) -> f64 {
-        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Exponential with the given rate.
-    fn exponential(&mut self, rate: f64) -> f64 {
-        -self.unit().ln() / rate
-    }
-}
 
 fn profile() -> RequestProfile {
     RequestProfile::llama3_8b_h100_vllm()
@@ -46,7 +23,7 @@ fn engine_with(limits: SchedulerLimits) -> RequestEngine {
 /// completion.
 fn sharegpt_run(qps: f64, count: u64, seed: u64) -> (Vec<FinishedRequest>, RequestEngine) {
     let mut engine = RequestEngine::new(profile()).unwrap();
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut arrival = 0.0;
     for id in 0..count {
         arrival += rng.exponential(qps);
@@ -95,7 +72,7 @@ fn finished_by_id(engine: &mut RequestEngine, id: u64) -> FinishedRequest {
 #[test]
 fn the_token_budget_and_the_sequence_cap_hold_at_every_step() {
     let mut engine = engine_with(small(512, 8, 2000));
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     for id in 0..40 {
         let prompt = 1 + rng.next_u64() % 2000;
         let output = 1 + rng.next_u64() % 50;

@@ -11,6 +11,7 @@
 //!   serve: the leading run of blocks seen before, in tokens, at most the prompt length.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use jiff::civil::DateTime;
 use serde::Deserialize;
@@ -19,7 +20,7 @@ use thiserror::Error;
 use super::{Load, LoadError, LoadProfile, Segment};
 
 /// One request of a trace.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TraceRequest {
     /// Seconds since the trace's first request.
     pub at_seconds: f64,
@@ -27,6 +28,9 @@ pub struct TraceRequest {
     pub output_tokens: u32,
     /// Prompt tokens a prefix cache would serve.
     pub prefix_hit_tokens: u32,
+    /// The prompt's block hashes, one per 512-token span (Mooncake's `hash_ids`), for the
+    /// request-level engine's prefix cache; `None` when the trace has none.
+    pub block_hashes: Option<Arc<[u64]>>,
 }
 
 /// A trace row that could not be read, with its 1-based line number.
@@ -107,6 +111,7 @@ impl Trace {
                     prompt_tokens: count("ContextTokens", context)?,
                     output_tokens: count("GeneratedTokens", generated)?,
                     prefix_hit_tokens: 0,
+                    block_hashes: None,
                 },
             )?;
         }
@@ -152,6 +157,7 @@ impl Trace {
                     prompt_tokens: row.input_length,
                     output_tokens: row.output_length,
                     prefix_hit_tokens: hit_tokens as u32,
+                    block_hashes: (!row.hash_ids.is_empty()).then(|| Arc::from(row.hash_ids)),
                 },
             )?;
         }
