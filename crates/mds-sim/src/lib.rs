@@ -1,5 +1,6 @@
 //! A world model of a GPUStack target and its engines, for the simulator, the end-to-end
-//! stand-in and `mds lab`. Pure: no I/O, no clock, no randomness; time enters as arguments.
+//! stand-in and `mds lab`. Pure: no I/O, no clock; time enters as arguments and every draw
+//! comes from a generator seeded by the caller ([`rng`]), so a seed repeats a run exactly.
 //!
 //! - [`World`]: the stand-in operator (ordinals, status, retirements with their budgets and
 //!   aborts), Kueue admission under GPU quota, and one engine per ready instance; stepped by
@@ -50,6 +51,7 @@ pub use engine::{EngineFlavor, EngineProfile, EngineState, WorkKind};
 pub use load::{Arrivals, Load, LoadProfile, Trace};
 pub use world::{
     DeploymentKey, InstanceState, InstanceView, MODEL_DEPLOYMENT_API_VERSION,
-    POD_GROUP_TOTAL_COUNT, PageSource, PodPhase, PodView, QuotaUsage, RetirementBudgets,
-    RetirementStep, RoleSettings, World, WorldConfig, WorldError, WorldEvent, loopback_ip,
+    POD_GROUP_TOTAL_COUNT, PageSource, PodPhase, PodView, QuotaUsage, RequestServing,
+    RetirementBudgets, RetirementStep, RoleSettings, Router, ServedOutcome, ServedRequest, World,
+    WorldConfig, WorldError, WorldEvent, loopback_ip,
 };

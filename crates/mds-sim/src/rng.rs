@@ -3,7 +3,7 @@
 
 /// SplitMix64 (Steele, Lea and Flood, 2014): one 64-bit state, every seed a full-period
 /// stream.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Rng(u64);
 
 impl Rng {

@@ -145,7 +145,7 @@ impl EngineFlavor {
         }
     }
 
-    fn layouts(self) -> (&'static [f64], &'static [f64]) {
+    pub(crate) fn layouts(self) -> (&'static [f64], &'static [f64]) {
         match self {
             EngineFlavor::Vllm010 | EngineFlavor::Vllm011 => {
                 (layouts::VLLM_TTFT, layouts::VLLM_ITL)

@@ -4,6 +4,7 @@
 use jiff::SignedDuration;
 
 use crate::engine::EngineProfile;
+use crate::engine::request::RequestProfile;
 
 /// Phase budgets of a retirement (TARGET.md section 5).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -33,7 +34,14 @@ impl Default for RetirementBudgets {
 pub struct RoleSettings {
     /// From admission (Pods ungated) to Ready; also the time a restarted member takes.
     pub cold_start: SignedDuration,
+    /// Each start draws its cold start uniformly within `cold_start × (1 ± spread)` from the
+    /// world's seeded generator; 0 (the default) makes every start take `cold_start`.
+    pub cold_start_spread: f64,
+    /// The fluid engine model's capacities and latencies.
     pub engine: EngineProfile,
+    /// The request-level engine model, used when the deployment is offered requests
+    /// ([`World::set_requests`](crate::World::set_requests)).
+    pub request_profile: RequestProfile,
     /// GPUs each Pod of the role reserves from its instance type's quota.
     pub gpus_per_pod: u32,
 }
@@ -42,7 +50,9 @@ impl Default for RoleSettings {
     fn default() -> Self {
         RoleSettings {
             cold_start: SignedDuration::from_secs(60),
+            cold_start_spread: 0.0,
             engine: EngineProfile::default(),
+            request_profile: RequestProfile::llama3_8b_h100_vllm(),
             gpus_per_pod: 1,
         }
     }
@@ -79,6 +89,8 @@ pub struct WorldConfig {
     /// it. Worlds mirrored on one machine at once take disjoint ranges, so no two Pods share an
     /// address.
     pub first_ip_slot: u32,
+    /// Seeds the world's generator (cold-start draws).
+    pub seed: u64,
 }
 
 impl Default for WorldConfig {
@@ -96,6 +108,7 @@ impl Default for WorldConfig {
             annotate_non_leaders: false,
             default_role: RoleSettings::default(),
             first_ip_slot: 0,
+            seed: 0,
         }
     }
 }
@@ -137,6 +150,25 @@ impl RoleSettings {
                 self.cold_start
             ));
         }
+        if !(0.0..1.0).contains(&self.cold_start_spread) {
+            return Err(format!(
+                "cold_start_spread is {}; it must be at least 0 and below 1",
+                self.cold_start_spread
+            ));
+        }
+        self.request_profile
+            .validate()
+            .map_err(|e| format!("request_profile.{e}"))?;
         self.engine.validate().map_err(|e| format!("engine.{e}"))
+    }
+
+    /// One start's cold start, drawn from `rng` (see `cold_start_spread`).
+    pub(crate) fn draw_cold_start(&self, rng: &mut crate::rng::Rng) -> SignedDuration {
+        if self.cold_start_spread == 0.0 {
+            return self.cold_start;
+        }
+        let factor = rng.uniform(1.0 - self.cold_start_spread, 1.0 + self.cold_start_spread);
+        let millis = (self.cold_start.as_millis() as f64 * factor).round() as i64;
+        SignedDuration::from_millis(millis.max(0))
     }
 }

@@ -41,6 +41,10 @@ pub(crate) struct Deployment {
     /// Its engines have served the offered load up to here: the last step, or later when a
     /// page was read between steps.
     pub served_until: Timestamp,
+    /// Offered requests, for the request-level engines (`None`: the fluid loads serve).
+    pub requests: Option<super::requests::RequestLoad>,
+    /// Requests an engine held when it stopped (restart, deletion), not yet reported.
+    pub lost_requests: Vec<u64>,
 }
 
 /// Replicas of a role as the stand-in reads them: the schema's 1..=1024, with anything below
@@ -61,6 +65,8 @@ impl Deployment {
             consumed_tokens: BTreeSet::new(),
             last_consumed_token: None,
             served_until: now,
+            requests: None,
+            lost_requests: Vec::new(),
         }
     }
 
@@ -238,6 +244,7 @@ impl Deployment {
             members,
             workload: None,
             engine: None,
+            requests: None,
             withdrawn: false,
         };
         self.roles
@@ -277,6 +284,13 @@ pub(crate) fn new_member(
 pub(crate) fn run_timers(dep: &mut Deployment, ctx: &mut Ctx) {
     let now = ctx.now;
     let key = dep.key.clone();
+    // With requests offered, engines start request-level, their clocks on the requests' axis.
+    let request_clock = dep.requests.as_ref().map(|r| r.seconds_at(now));
+    let request_profiles: BTreeMap<String, crate::engine::request::RequestProfile> = dep
+        .roles
+        .keys()
+        .map(|role| (role.clone(), dep.settings(role, ctx.config).request_profile))
+        .collect();
     for (role, instances) in dep.roles.iter_mut() {
         instances.instances.retain(|ordinal, instance| {
             match instance.phase {
@@ -296,7 +310,8 @@ pub(crate) fn run_timers(dep: &mut Deployment, ctx: &mut Ctx) {
                 }
                 Phase::Starting { ready_at } if now >= ready_at => {
                     instance.phase = Phase::Ready;
-                    instance.start_engine(now);
+                    let profile = request_profiles.get(role.as_str());
+                    instance.start_engine(now, profile.zip(request_clock));
                     ctx.event(&key, format!("{role} ordinal {ordinal} ready"));
                 }
                 Phase::Terminating { gone_at } if now >= gone_at => {

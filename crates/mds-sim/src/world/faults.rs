@@ -82,7 +82,9 @@ impl World {
         member: u32,
     ) -> Result<(), WorldError> {
         self.intervene(key, role, ordinal, |dep, ctx| {
-            let cold_start = dep.settings(role, ctx.config).cold_start;
+            let cold_start = dep
+                .settings(role, ctx.config)
+                .draw_cold_start(&mut ctx.ids.rng);
             let instance = dep.instance_mut(role, ordinal).expect("checked");
             if !matches!(instance.phase, Phase::Starting { .. } | Phase::Ready) {
                 return Err(WorldError::NotApplicable(format!(
@@ -95,10 +97,11 @@ impl World {
                 ))
             })?;
             m.restart_count = m.restart_count.saturating_add(1);
-            instance.engine = None;
+            let lost = instance.stop_engine();
             instance.phase = Phase::Starting {
                 ready_at: later(ctx.now, cold_start),
             };
+            dep.lost_requests.extend(lost);
             ctx.event(
                 &dep.key,
                 format!("{role} ordinal {ordinal} member {member} restarted"),
@@ -129,16 +132,19 @@ impl World {
             if retirement::target_killed(dep, role, ordinal, ctx) {
                 return Ok(());
             }
-            let cold_start = dep.settings(role, ctx.config).cold_start;
+            let cold_start = dep
+                .settings(role, ctx.config)
+                .draw_cold_start(&mut ctx.ids.rng);
             let md = dep.key.name.clone();
             let fresh = new_member(&md, role, size, ordinal, member, ctx);
             let instance = dep.instance_mut(role, ordinal).expect("checked");
             instance.members[member as usize] = fresh;
             if matches!(instance.phase, Phase::Starting { .. } | Phase::Ready) {
-                instance.engine = None;
+                let lost = instance.stop_engine();
                 instance.phase = Phase::Starting {
                     ready_at: later(ctx.now, cold_start),
                 };
+                dep.lost_requests.extend(lost);
             }
             ctx.event(
                 &dep.key,
@@ -313,6 +319,7 @@ fn replace_members(dep: &mut Deployment, role: &str, ordinal: u32, ctx: &mut Ctx
     instance.members = (0..size)
         .map(|index| new_member(&md, role, size, ordinal, index, ctx))
         .collect();
-    instance.engine = None;
+    let lost = instance.stop_engine();
     instance.withdrawn = false;
+    dep.lost_requests.extend(lost);
 }

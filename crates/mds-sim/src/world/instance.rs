@@ -4,6 +4,7 @@
 use jiff::Timestamp;
 use mds_api::target::{LoadBalance, RoleKind, TargetRole};
 
+use crate::engine::request::{RequestEngine, RequestProfile};
 use crate::engine::{EngineFlavor, EngineState, WorkKind};
 
 /// Where an instance's Pods are in their life.
@@ -118,8 +119,11 @@ pub(crate) struct Instance {
     pub members: Vec<Member>,
     /// `None` while composing and after deletion.
     pub workload: Option<WorkloadState>,
-    /// The leader's engine process while it runs.
+    /// The leader's engine process while it runs: the fluid model, or the page source of the
+    /// request-level one.
     pub engine: Option<EngineState>,
+    /// The request-level engine while it runs, when the deployment is offered requests.
+    pub requests: Option<Box<RequestEngine>>,
     /// Withdrawn from routing by a retirement (no `endpoint-eligible`, no new load).
     pub withdrawn: bool,
 }
@@ -146,12 +150,35 @@ impl Instance {
         self.members.iter().any(|m| m.restart_count > 0)
     }
 
-    /// Starts the leader's engine process.
-    pub fn start_engine(&mut self, now: Timestamp) {
+    /// Starts the leader's engine process; with `requests`, the request-level engine too, its
+    /// clock at the given second of the deployment's request timeline.
+    pub fn start_engine(&mut self, now: Timestamp, requests: Option<(&RequestProfile, f64)>) {
         self.engine = self
             .shape
             .flavor
             .map(|flavor| EngineState::new(flavor, WorkKind::of(&self.shape.kind), now));
+        self.requests = match (self.shape.flavor, requests) {
+            (Some(flavor), Some((profile, clock))) => {
+                let (ttft, itl) = flavor.layouts();
+                RequestEngine::with_layouts(*profile, ttft, itl)
+                    .ok()
+                    .map(|mut engine| {
+                        engine.advance_to(clock);
+                        Box::new(engine)
+                    })
+            }
+            _ => None,
+        };
+    }
+
+    /// Stops the engine process; returns the requests it held, which are lost.
+    #[must_use]
+    pub fn stop_engine(&mut self) -> Vec<u64> {
+        self.engine = None;
+        self.requests
+            .take()
+            .map(|e| e.unfinished_ids())
+            .unwrap_or_default()
     }
 }
 

@@ -65,10 +65,10 @@ fn finish_admission(deployments: &mut BTreeMap<DeploymentKey, Deployment>, ctx: 
     let now = ctx.now;
     for dep in deployments.values_mut() {
         let key = dep.key.clone();
-        let cold_starts: BTreeMap<String, jiff::SignedDuration> = dep
+        let cold_starts: BTreeMap<String, super::config::RoleSettings> = dep
             .roles
             .keys()
-            .map(|role| (role.clone(), dep.settings(role, ctx.config).cold_start))
+            .map(|role| (role.clone(), dep.settings(role, ctx.config)))
             .collect();
         for (role, instances) in dep.roles.iter_mut() {
             for instance in instances.instances.values_mut() {
@@ -81,7 +81,7 @@ fn finish_admission(deployments: &mut BTreeMap<DeploymentKey, Deployment>, ctx: 
                 if instance.phase == Phase::Gated && checked {
                     w.admitted_at = Some(now);
                     instance.phase = Phase::Starting {
-                        ready_at: later(now, cold_starts[role]),
+                        ready_at: later(now, cold_starts[role].draw_cold_start(&mut ctx.ids.rng)),
                     };
                     ctx.event(
                         &key,

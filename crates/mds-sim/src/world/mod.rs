@@ -13,6 +13,7 @@ mod deployment;
 mod faults;
 mod instance;
 mod kueue;
+mod requests;
 mod retirement;
 mod serving;
 mod status;
@@ -28,6 +29,7 @@ use thiserror::Error;
 
 pub use config::{RetirementBudgets, RoleSettings, WorldConfig};
 pub use instance::loopback_ip;
+pub use requests::{RequestServing, Router, ServedOutcome, ServedRequest};
 pub use retirement::RetirementStep;
 pub use views::{
     InstanceState, InstanceView, MODEL_DEPLOYMENT_API_VERSION, POD_GROUP_TOTAL_COUNT, PodPhase,
@@ -113,6 +115,8 @@ pub(crate) struct Ids {
     serial: u64,
     slot: u32,
     sequence: u64,
+    /// Draws of the world (cold starts), seeded by the config.
+    pub rng: crate::rng::Rng,
 }
 
 impl Ids {
@@ -171,6 +175,7 @@ impl World {
     pub fn new(config: WorldConfig, start: Timestamp) -> Result<World, WorldError> {
         config.validate().map_err(WorldError::Config)?;
         let first_slot = config.first_ip_slot;
+        let rng = crate::rng::Rng::stream(config.seed, "world");
         Ok(World {
             config,
             now: start,
@@ -178,6 +183,7 @@ impl World {
             deployments: BTreeMap::new(),
             ids: Ids {
                 slot: first_slot,
+                rng,
                 ..Ids::default()
             },
             events: Vec::new(),
@@ -312,6 +318,55 @@ impl World {
             .loads
             .insert(role.to_string(), AssignedLoad { profile, origin });
         Ok(())
+    }
+
+    /// Offers a stream of requests to a deployment, its time axis starting now: from the next
+    /// step on, its engines run request-level and its fluid loads are ignored. Engines already
+    /// running start over as request-level ones (their pages restart, with a new process start
+    /// time). Each request's end is reported by [`World::take_served`].
+    pub fn set_requests(
+        &mut self,
+        key: &DeploymentKey,
+        trace: std::sync::Arc<crate::load::Trace>,
+        serving: RequestServing,
+    ) -> Result<(), WorldError> {
+        serving.validate().map_err(WorldError::Config)?;
+        let now = self.now;
+        let config = self.config.clone();
+        let dep = self.deployment_mut(key)?;
+        dep.served_until = dep.served_until.max(now);
+        let profiles: BTreeMap<String, crate::engine::request::RequestProfile> = dep
+            .roles
+            .keys()
+            .map(|role| (role.clone(), dep.settings(role, &config).request_profile))
+            .collect();
+        for (role, instances) in dep.roles.iter_mut() {
+            for instance in instances.instances.values_mut() {
+                if instance.engine.is_some() {
+                    instance.start_engine(now, Some((&profiles[role], 0.0)));
+                }
+            }
+        }
+        dep.requests = Some(requests::RequestLoad::new(trace, now, serving));
+        Ok(())
+    }
+
+    /// Requests of a deployment that ended (finished, refused, unrouted or lost) since the
+    /// last call, in the order they ended within each step.
+    pub fn take_served(&mut self, key: &DeploymentKey) -> Vec<ServedRequest> {
+        self.deployments
+            .get_mut(key)
+            .and_then(|d| d.requests.as_mut())
+            .map(|r| r.take_served())
+            .unwrap_or_default()
+    }
+
+    /// Requests of a deployment in flight (offered, not ended) and not yet offered.
+    pub fn pending_requests(&self, key: &DeploymentKey) -> (usize, usize) {
+        self.deployments
+            .get(key)
+            .and_then(|d| d.requests.as_ref())
+            .map_or((0, 0), |r| r.pending())
     }
 
     /// One pass at `now` (see the module documentation).

@@ -273,7 +273,8 @@ fn delete_target(dep: &mut Deployment, state: &RetirementState, ctx: &mut Ctx) {
     let gone_at = later(ctx.now, ctx.config.pod_termination);
     if let Some(instance) = dep.instance_mut(&state.role, state.ordinal) {
         instance.phase = super::instance::Phase::Terminating { gone_at };
-        instance.engine = None;
+        let lost = instance.stop_engine();
+        dep.lost_requests.extend(lost);
     }
 }
 

@@ -1,6 +1,7 @@
 //! Offered load → engines: each role's arrivals in a step are split evenly over its routed
 //! instances (ready and not withdrawn); with none routed they are counted as unserved. Every
-//! running engine advances, so withdrawn ones drain. Each deployment keeps the time it was
+//! running engine advances, so withdrawn ones drain. A deployment offered requests is served
+//! request by request instead (`requests.rs`). Each deployment keeps the time it was
 //! served up to, so one deployment can be brought to the moment a page is read without
 //! stepping the rest of the world.
 
@@ -24,6 +25,12 @@ pub(crate) fn serve(dep: &mut Deployment, to: Timestamp, config: &WorldConfig) {
         return;
     }
     dep.served_until = to;
+    if let Some(mut load) = dep.requests.take() {
+        let until = load.seconds_at(to);
+        super::requests::serve(dep, &mut load, until);
+        dep.requests = Some(load);
+        return;
+    }
     let dt = seconds_between(from, to);
     let mut offered: BTreeMap<String, Arrivals> = BTreeMap::new();
     for (role, load) in &dep.loads {

@@ -26,7 +26,7 @@ pub fn blocks_for(tokens: u64) -> u64 {
 
 const NONE: u32 = u32::MAX;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Block {
     references: u32,
     key: Option<BlockKey>,
@@ -35,7 +35,7 @@ struct Block {
     next: u32,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BlockPool {
     blocks: Vec<Block>,
     head: u32,

@@ -22,6 +22,7 @@
 mod cost;
 mod kv;
 mod metrics;
+mod page;
 
 use std::collections::VecDeque;
 
@@ -31,6 +32,7 @@ pub use metrics::{
     FinishedRequest, Outcome, RequestCounters, RequestHistograms, VLLM_REQUEST_LATENCY,
 };
 
+use crate::engine::histogram::{HistogramAcc, layouts};
 use kv::{BlockKey, BlockPool, blocks_for};
 use metrics::observe_exact;
 
@@ -52,7 +54,7 @@ pub struct StepStats {
     pub preempted: u32,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Request {
     id: u64,
     arrival: f64,
@@ -72,6 +74,10 @@ struct Request {
     preemptions: u32,
     /// Tokens the current step computes.
     scheduled: u64,
+    /// The prompt's KV arrives from a prefill engine (disaggregated serving): admission holds
+    /// it without computing it. Cleared by a preemption, after which the prompt is recomputed
+    /// here.
+    prefilled: bool,
 }
 
 impl Request {
@@ -95,7 +101,7 @@ impl Request {
 }
 
 /// One engine instance, request by request.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RequestEngine {
     profile: RequestProfile,
     clock: f64,
@@ -109,7 +115,23 @@ pub struct RequestEngine {
 
 impl RequestEngine {
     pub fn new(profile: RequestProfile) -> Result<RequestEngine, String> {
+        Self::with_layouts(profile, layouts::VLLM_TTFT, layouts::VLLM_ITL)
+    }
+
+    /// An engine whose TTFT and ITL histograms use the given bucket bounds (SGLang's differ
+    /// from vLLM's).
+    pub fn with_layouts(
+        profile: RequestProfile,
+        ttft: &'static [f64],
+        itl: &'static [f64],
+    ) -> Result<RequestEngine, String> {
         profile.validate()?;
+        let histograms = RequestHistograms {
+            ttft: HistogramAcc::new(ttft),
+            itl: HistogramAcc::new(itl),
+            request_tpot: HistogramAcc::new(itl),
+            ..RequestHistograms::default()
+        };
         Ok(RequestEngine {
             profile,
             clock: 0.0,
@@ -118,7 +140,7 @@ impl RequestEngine {
             waiting: VecDeque::new(),
             finished: Vec::new(),
             counters: RequestCounters::default(),
-            histograms: RequestHistograms::default(),
+            histograms,
         })
     }
 
@@ -184,7 +206,63 @@ impl RequestEngine {
             last_token: arrival,
             preemptions: 0,
             scheduled: 0,
+            prefilled: false,
         });
+    }
+
+    /// Queues a request whose prompt KV a prefill engine computed and sent (disaggregated
+    /// serving): admission allocates its blocks and computes only the last prompt token, as
+    /// a decode instance does with the transferred KV. Its prompt counts as computed, not as a
+    /// prefix-cache hit.
+    pub fn submit_prefilled(
+        &mut self,
+        id: u64,
+        arrival: f64,
+        prompt_tokens: u64,
+        output_tokens: u64,
+    ) {
+        self.submit(id, arrival, prompt_tokens, output_tokens, None);
+        if let Some(req) = self.waiting.back_mut().filter(|r| r.id == id) {
+            req.prefilled = true;
+        }
+    }
+
+    /// Requests submitted and not finished (running and waiting, arrived or not), in no
+    /// particular order: what is lost when the engine stops.
+    pub fn unfinished_ids(&self) -> Vec<u64> {
+        self.running
+            .iter()
+            .chain(self.waiting.iter())
+            .map(|r| r.id)
+            .collect()
+    }
+
+    /// Requests running or queued, arrived or not: what a least-outstanding router counts.
+    pub fn outstanding(&self) -> usize {
+        self.running.len() + self.waiting.len()
+    }
+
+    /// Prompt tokens of the leading run of a prompt's full blocks this engine's prefix cache
+    /// holds now (what a prefix-aware router compares).
+    pub fn cached_prefix_tokens(&self, prompt_tokens: u64, block_hashes: &[u64]) -> u64 {
+        let mut index = 0;
+        while (index + 1) * BLOCK_TOKENS <= prompt_tokens {
+            let Some(&hash_id) = usize::try_from(index / KV_BLOCKS_PER_HASH)
+                .ok()
+                .and_then(|i| block_hashes.get(i))
+            else {
+                break;
+            };
+            let key = BlockKey {
+                hash_id,
+                part: (index % KV_BLOCKS_PER_HASH) as u32,
+            };
+            if self.pool.lookup(key).is_none() {
+                break;
+            }
+            index += 1;
+        }
+        index * BLOCK_TOKENS
     }
 
     /// Runs steps back to back while there is work, jumping idle time to the next arrival, and
@@ -328,16 +406,19 @@ impl RequestEngine {
             let most_hits = (total - 1) / BLOCK_TOKENS;
             let mut hits = 0;
             let mut reclaimed = 0;
-            while hits < most_hits {
+            while hits < most_hits && !req.prefilled {
                 match req.key(hits).and_then(|key| self.pool.lookup(key)) {
                     Some((_, in_free_queue)) => reclaimed += u32::from(in_free_queue),
                     None => break,
                 }
                 hits += 1;
             }
-            let computed = hits * BLOCK_TOKENS;
+            // Transferred KV is held, not computed: only the last prompt token is.
+            let held = if req.prefilled { total - 1 } else { 0 };
+            let computed = (hits * BLOCK_TOKENS).max(held);
             let tokens = (total - computed).min(*budget);
             let new_blocks = blocks_for(computed + tokens) - hits;
+            let hit_tokens = hits * BLOCK_TOKENS;
             if new_blocks + u64::from(reclaimed) > u64::from(self.pool.free()) {
                 break;
             }
@@ -351,11 +432,13 @@ impl RequestEngine {
             for _ in 0..new_blocks {
                 req.blocks.push(self.pool.allocate().expect("checked free"));
             }
-            self.counters.prefix_cache_queries += total;
-            self.counters.prefix_cache_hits += computed;
+            if !req.prefilled {
+                self.counters.prefix_cache_queries += total;
+                self.counters.prefix_cache_hits += hit_tokens;
+            }
             if req.first_scheduled.is_none() {
                 req.first_scheduled = Some(start);
-                req.cached_tokens = computed;
+                req.cached_tokens = hit_tokens;
             }
             req.computed = computed;
             req.scheduled = tokens;
@@ -390,6 +473,7 @@ impl RequestEngine {
         req.computed = 0;
         req.registered = 0;
         req.scheduled = 0;
+        req.prefilled = false;
         req.preemptions += 1;
         self.counters.preemptions += 1;
         self.waiting.push_front(req);
