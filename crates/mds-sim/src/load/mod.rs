@@ -12,13 +12,15 @@
 //!
 //! Request streams for the request-level engine are [`Trace`]s: read from a recorded trace,
 //! cut, sped up or thinned by the transforms ([`Trace::window`], [`Trace::time_scaled`],
-//! [`Trace::rate_multiplied`]).
+//! [`Trace::rate_multiplied`]), or generated from a rate [`Shape`] by [`Synthetic`].
 
+pub mod synthetic;
 pub mod trace;
 mod transform;
 
 use thiserror::Error;
 
+pub use synthetic::{Shape, Synthetic};
 pub use trace::{Trace, TraceError, TraceRequest};
 pub use transform::MAX_MULTIPLIED_REQUESTS;
 
