@@ -10,7 +10,8 @@
 //! - [`engine`]: the fluid engine model, and beside it the request-level one
 //!   ([`RequestEngine`], not yet used by the world); [`exposition`]: the vLLM and SGLang
 //!   `/metrics` pages.
-//! - [`load`]: offered load over time (constant, steps, ramps, traces).
+//! - [`load`]: offered load over time (constant, steps, ramps, traces), trace transforms and
+//!   synthetic request streams ([`Synthetic`]).
 //!
 //! docs/SIMULATION.md describes the model and its formulas.
 //!
@@ -48,7 +49,7 @@ mod world;
 
 pub use engine::request::{RequestEngine, RequestProfile};
 pub use engine::{EngineFlavor, EngineProfile, EngineState, WorkKind};
-pub use load::{Arrivals, Load, LoadProfile, Trace};
+pub use load::{Arrivals, Load, LoadProfile, Shape, Synthetic, Trace};
 pub use world::{
     DeploymentKey, InstanceState, InstanceView, MODEL_DEPLOYMENT_API_VERSION,
     POD_GROUP_TOTAL_COUNT, PageSource, PodPhase, PodView, QuotaUsage, RequestServing,

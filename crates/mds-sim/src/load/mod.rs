@@ -9,12 +9,20 @@
 //! The world never samples the profile at a point: it asks for the [`Arrivals`] in the interval
 //! between two steps, the exact integral of the rate (and of the rate times each token length),
 //! so the served counters match the offered load whatever the step size.
+//!
+//! Request streams for the request-level engine are [`Trace`]s: read from a recorded trace,
+//! cut, sped up or thinned by the transforms ([`Trace::window`], [`Trace::time_scaled`],
+//! [`Trace::rate_multiplied`]), or generated from a rate [`Shape`] by [`Synthetic`].
 
+pub mod synthetic;
 pub mod trace;
+mod transform;
 
 use thiserror::Error;
 
+pub use synthetic::{Shape, Synthetic};
 pub use trace::{Trace, TraceError, TraceRequest};
+pub use transform::MAX_MULTIPLIED_REQUESTS;
 
 /// Offered load at one instant.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
