@@ -6,24 +6,35 @@
 //! of the scaler's sampling interval and the core's `wake_at`. The same inputs give the same
 //! run, byte for byte.
 
+pub mod invariants;
 mod mirror;
+pub mod profile;
 pub mod replay;
+pub mod report;
+pub mod run;
 mod source;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures::executor::block_on;
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use mds_api::ModelDeploymentScaler;
 use mds_api::defaults::values;
 use mds_api::target::ModelDeployment;
-use mds_sim::{DeploymentKey, LoadProfile, RoleSettings, World, WorldConfig, WorldError};
+use mds_sim::load::Trace;
+use mds_sim::{
+    DeploymentKey, InstanceState, LoadProfile, RequestServing, RoleSettings, WorkKind, World,
+    WorldConfig, WorldError,
+};
 use mds_worker::memory_cluster::{Kind, MemoryCluster};
 use mds_worker::schedule::{Fingerprint, Next, Schedule};
 use mds_worker::{ScalerKey, Worker, WriteError};
 use serde::Serialize;
 
+use invariants::{PassFacts, Violation};
 use mirror::Mirror;
+use report::{Bin, Recorder, Slo, Summary};
 use source::Pages;
 
 /// Why a simulation cannot run.
@@ -62,6 +73,11 @@ pub struct Scenario {
     pub roles: BTreeMap<String, (RoleSettings, LoadProfile)>,
     /// GPU quota per instance type (`None`: unlimited).
     pub quota: BTreeMap<String, Option<u32>>,
+    /// Requests offered to the target, served request by request (`None`: each role's fluid
+    /// load in `roles` serves).
+    pub requests: Option<(Arc<Trace>, RequestServing)>,
+    /// What a request is measured against.
+    pub slo: Slo,
 }
 
 /// A run in progress.
@@ -75,6 +91,12 @@ pub struct Simulation {
     start: Timestamp,
     next_pass: Timestamp,
     schedule: Schedule,
+    recorder: Recorder,
+    violations: Vec<Violation>,
+    /// Fluid load offered while nothing was routed, as last seen, per role.
+    unrouted_seen: BTreeMap<String, f64>,
+    /// Requests are served request by request (else by the fluid engines).
+    request_level: bool,
 }
 
 impl Simulation {
@@ -86,8 +108,27 @@ impl Simulation {
             scaler,
             roles,
             quota,
+            requests,
+            slo,
         } = scenario;
-        let mut world = World::new(config, start)?;
+        let cold_start = roles
+            .values()
+            .map(|(settings, _)| settings.cold_start)
+            .max()
+            .unwrap_or(config.default_role.cold_start);
+        // The target's initial replicas are warm when the run starts: the world runs a
+        // cold start (at its longest draw) and a margin before the first pass and request.
+        let warmup = roles
+            .values()
+            .map(|(settings, _)| {
+                SignedDuration::from_secs_f64(
+                    settings.cold_start.as_secs_f64() * (1.0 + settings.cold_start_spread),
+                )
+            })
+            .max()
+            .unwrap_or(config.default_role.cold_start)
+            + SignedDuration::from_secs(30);
+        let mut world = World::new(config, start - warmup)?;
         for (instance_type, gpus) in quota {
             world.set_quota(&instance_type, gpus);
         }
@@ -110,9 +151,16 @@ impl Simulation {
         let stored: ModelDeployment = serde_json::from_value(stored)
             .map_err(|e| SimError::Input(format!("the stored target does not parse: {e}")))?;
         let deployment = world.apply_deployment(stored)?;
-        for (role, (settings, load)) in roles {
-            world.set_role_settings(&deployment, &role, settings)?;
+        for (role, (settings, _)) in &roles {
+            world.set_role_settings(&deployment, role, *settings)?;
+        }
+        world.advance_to(start)?;
+        for (role, (_, load)) in roles {
             world.set_load(&deployment, &role, load)?;
+        }
+        let request_level = requests.is_some();
+        if let Some((trace, serving)) = requests {
+            world.set_requests(&deployment, trace, serving)?;
         }
         let mut scaler_doc = serde_json::to_value(&scaler)
             .map_err(|e| SimError::Input(format!("the scaler does not serialise: {e}")))?;
@@ -139,49 +187,213 @@ impl Simulation {
             start,
             next_pass: start,
             schedule: Schedule::new(start),
+            recorder: Recorder::new(slo, 60.0, cold_start.as_secs_f64()),
+            violations: Vec::new(),
+            unrouted_seen: BTreeMap::new(),
+            request_level,
         })
     }
 
-    /// Runs passes until `end` (exclusive) and returns them.
+    /// Seconds since the start.
+    fn seconds(&self, t: Timestamp) -> f64 {
+        t.duration_since(self.start).as_secs_f64()
+    }
+
+    /// Steps the world tick by tick to `to`, recording each span.
+    fn advance_world(&mut self, to: Timestamp) -> Result<(), SimError> {
+        let tick = self.world.config().tick;
+        while self.world.now() < to {
+            let from = self.world.now();
+            let next = from.checked_add(tick).unwrap_or(to).min(to);
+            self.world.step(next)?;
+            self.observe(from, next);
+        }
+        Ok(())
+    }
+
+    /// What the world did from `from` to `to`: GPUs held, growth waiting for admission,
+    /// requests ended (or, with the fluid engine, served and unrouted).
+    fn observe(&mut self, from: Timestamp, to: Timestamp) {
+        let (t0, t1) = (self.seconds(from), self.seconds(to));
+        let instances = self.world.instances(&self.deployment);
+        let gpus = instances
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i.state,
+                    InstanceState::Starting | InstanceState::Ready | InstanceState::Terminating
+                )
+            })
+            .map(|i| i.gpus)
+            .sum();
+        let unadmitted = instances.iter().any(|i| unadmitted(i.state));
+        let replicas = self.world_counts();
+        let ready = self.mirror.ready(&self.world, &self.deployment);
+        self.recorder
+            .span(t0, t1, gpus, unadmitted, &replicas, &ready);
+        for served in self.world.take_served(&self.deployment) {
+            // Request times are on the requests' axis, which starts with the run.
+            self.recorder.served(&served);
+        }
+        if self.request_level {
+            return;
+        }
+        let dt = t1 - t0;
+        // A request completes at a Server or Decode engine; prefill engines are not counted.
+        for i in instances.iter().filter(|i| i.routed) {
+            let Some(engine) = i.engine.as_ref().filter(|e| e.kind != WorkKind::Prefill) else {
+                continue;
+            };
+            let last = engine.last;
+            self.recorder.fluid_served(
+                t0,
+                last.served_requests_per_second * dt,
+                last.ttft_mean_seconds,
+                Some(last.itl_mean_seconds),
+            );
+        }
+        for role in self.completing_roles() {
+            let total = self.world.unserved(&self.deployment, &role).requests;
+            let seen = self
+                .unrouted_seen
+                .insert(role.clone(), total)
+                .unwrap_or(0.0);
+            self.recorder.fluid_unrouted(t0, total - seen);
+        }
+    }
+
+    /// Roles whose engines complete requests (not prefill or encode).
+    fn completing_roles(&self) -> Vec<String> {
+        self.world
+            .deployment(&self.deployment)
+            .map(|md| {
+                md.spec
+                    .roles
+                    .iter()
+                    .filter(|r| WorkKind::of(&r.kind()) != WorkKind::Prefill)
+                    .map(|r| r.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The target's counts as the world holds them.
+    fn world_counts(&self) -> BTreeMap<String, i32> {
+        self.world
+            .deployment(&self.deployment)
+            .map(|md| {
+                md.spec
+                    .roles
+                    .iter()
+                    .map(|r| (r.name.clone(), r.replicas()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The scaler as the cluster holds it.
+    fn scaler(&self) -> Option<ModelDeploymentScaler> {
+        self.cluster
+            .get(Kind::Scaler, &self.key.namespace, &self.key.name)
+            .and_then(|doc| serde_json::from_value(doc).ok())
+    }
+
+    fn target_generation(&self) -> Option<i64> {
+        self.cluster
+            .get(
+                Kind::Target,
+                &self.deployment.namespace,
+                &self.deployment.name,
+            )
+            .and_then(|doc| doc["metadata"]["generation"].as_i64())
+    }
+
+    /// Rules broken so far.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Ends the run at `end`: the summary and the per-minute bins.
+    pub fn finish(self, end: Timestamp) -> (Summary, Vec<Bin>, Vec<Violation>) {
+        let end_t = self.seconds(end);
+        let unfinished = self.world.unfinished_arrivals(&self.deployment);
+        let (summary, bins) = self.recorder.finish(end_t, &unfinished);
+        (summary, bins, self.violations)
+    }
+
+    /// Runs passes until `end` (exclusive) and returns them; the world runs to `end`.
     pub fn run_until(&mut self, end: Timestamp) -> Result<Vec<PassRecord>, SimError> {
         let mut records = Vec::new();
         while self.next_pass < end {
             let now = self.next_pass;
-            self.world.advance_to(now)?;
-            self.mirror
-                .sync(&self.world, &self.deployment, &self.cluster, now);
-            let pages = Pages::of(&self.world, &self.deployment);
-            let ready = self.mirror.ready(&self.world, &self.deployment);
-            let report = block_on(self.worker.pass(&self.cluster, &pages, now));
-            self.mirror
-                .adopt_target(&mut self.world, &self.cluster, &self.deployment)?;
-            // The operator's own schedule decides when the next pass is due: the interval,
-            // brought forward to the core's `wake_at` but not within its floor. A change seen
-            // between passes does not bring one forward here (every fingerprint is the same).
-            let interval = self.interval();
-            self.schedule.ran(now, false, Fingerprint::default());
-            self.schedule.wake(report.wake_at);
-            self.next_pass = match self.schedule.next(now, interval, &Fingerprint::default()) {
-                Next::Sleep(due) => due,
-                Next::Run { .. } => now + interval,
-            };
-            records.push(PassRecord {
-                t: now.duration_since(self.start).as_secs_f64(),
-                replicas: self.mirror.counts(&self.cluster, &self.deployment),
-                ready,
-                write: report
-                    .write
-                    .as_ref()
-                    .map(|(kind, result)| (kind.as_str().to_string(), result.is_ok())),
-                plan: report
-                    .plan
-                    .iter()
-                    .flat_map(|p| &p.roles)
-                    .map(|r| (r.name.clone(), (r.raw, r.reason.as_str().to_string())))
-                    .collect(),
-            });
+            self.advance_world(now)?;
+            records.push(self.pass(now)?);
         }
+        self.advance_world(end)?;
         Ok(records)
+    }
+
+    /// One pass of the worker at `now`, checked against the spec's invariants.
+    fn pass(&mut self, now: Timestamp) -> Result<PassRecord, SimError> {
+        self.mirror
+            .sync(&self.world, &self.deployment, &self.cluster, now);
+        let pages = Pages::of(&self.world, &self.deployment);
+        let ready = self.mirror.ready(&self.world, &self.deployment);
+        let before = self.mirror.counts(&self.cluster, &self.deployment);
+        let scaler = self.scaler();
+        let generation = self.target_generation();
+        let waiting = self
+            .world
+            .instances(&self.deployment)
+            .iter()
+            .any(|i| unadmitted(i.state));
+        let report = block_on(self.worker.pass(&self.cluster, &pages, now));
+        self.mirror
+            .adopt_target(&mut self.world, &self.cluster, &self.deployment)?;
+        let after = self.mirror.counts(&self.cluster, &self.deployment);
+        let t = self.seconds(now);
+        if let Some(scaler) = &scaler {
+            let wrote = report
+                .write
+                .as_ref()
+                .is_some_and(|(_, result)| result.is_ok());
+            self.violations.extend(invariants::check(&PassFacts {
+                now,
+                t,
+                scaler,
+                before: &before,
+                after: &after,
+                target_changed: self.target_generation() != generation,
+                wrote_target: wrote,
+                unadmitted: waiting,
+            }));
+        }
+        self.recorder.pass(t, &before, &after);
+        // The operator's own schedule decides when the next pass is due: the interval,
+        // brought forward to the core's `wake_at` but not within its floor. A change seen
+        // between passes does not bring one forward here (every fingerprint is the same).
+        let interval = self.interval();
+        self.schedule.ran(now, false, Fingerprint::default());
+        self.schedule.wake(report.wake_at);
+        self.next_pass = match self.schedule.next(now, interval, &Fingerprint::default()) {
+            Next::Sleep(due) => due,
+            Next::Run { .. } => now + interval,
+        };
+        Ok(PassRecord {
+            t,
+            replicas: after,
+            ready,
+            write: report
+                .write
+                .as_ref()
+                .map(|(kind, result)| (kind.as_str().to_string(), result.is_ok())),
+            plan: report
+                .plan
+                .iter()
+                .flat_map(|p| &p.roles)
+                .map(|r| (r.name.clone(), (r.raw, r.reason.as_str().to_string())))
+                .collect(),
+        })
     }
 
     /// The scaler's sampling interval as it stands in the cluster (the spec's default when
@@ -196,4 +408,16 @@ impl Simulation {
             });
         std::time::Duration::from_secs(seconds.max(1) as u64)
     }
+}
+
+/// An instance waiting for admission (no Workload yet, queued, parked, or reserved and not
+/// yet admitted).
+fn unadmitted(state: InstanceState) -> bool {
+    matches!(
+        state,
+        InstanceState::Composing
+            | InstanceState::Queued
+            | InstanceState::Parked
+            | InstanceState::QuotaReserved
+    )
 }

@@ -39,6 +39,8 @@ fn scenario() -> Scenario {
         scaler,
         roles: BTreeMap::from([("server".to_string(), (settings, load))]),
         quota: BTreeMap::new(),
+        requests: None,
+        slo: Default::default(),
     }
 }
 

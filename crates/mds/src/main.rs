@@ -18,6 +18,23 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Simulate a scaler on a request trace: what it would have done and what it would cost.
+    ///
+    /// Runs the operator's own worker and decision core at virtual time against a simulated
+    /// GPUStack target (ordinals, Kueue quota, cold starts, retirements) whose engines serve
+    /// the trace request by request as vLLM's scheduler does (or as fluid queues with
+    /// --engine fluid), and reads the engines' /metrics pages through the production parser.
+    /// Prints SLO attainment, TTFT and ITL percentiles, GPU-hours, replicas, scale actions and
+    /// flaps; --json writes everything, one-minute bins included. The spec's invariants are
+    /// checked after every pass. With no arguments it runs the bundled example (a
+    /// TokenThroughput scaler on one hour of the Azure conversation trace). The scaler and
+    /// target go through the same checks as `mds validate` first. docs/simulator.md explains
+    /// the model, its limits and the output.
+    ///
+    /// Exit status: 0 simulated, every invariant held; 1 an invariant was broken (each on
+    /// standard error with its moment and rule), or the scaler or target is invalid; 2 an
+    /// input could not be read or breaks a rule (the message names the flag, file or line).
+    Simulate(Box<commands::simulate::Args>),
     /// Print the ModelDeploymentScaler CustomResourceDefinition as YAML.
     ///
     /// The same file is checked in as deploy/crds/modeldeploymentscalers.worker.gpustack.ai.yaml.
@@ -128,6 +145,7 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     match cli.command {
+        Command::Simulate(args) => commands::simulate::run_command(&args),
         Command::Crd => commands::crd::run(),
         Command::Validate(args) => commands::validate::run(&args),
         Command::InspectMetrics(args) => commands::inspect_metrics::run(&args),

@@ -556,42 +556,46 @@ fn around(rng: &mut Rng, mean: u32) -> u32 {
     (x.round() as u32).max(1)
 }
 
-/// A parameter's value: a finite number of at least 0; a time may carry `s`, `m` or `h`.
-fn number(shape: &str, key: &str, text: &str, kind: Kind) -> Result<f64, String> {
-    let (digits, scale) = match kind {
-        Kind::Rate => (text, 1.0),
-        Kind::Time => {
-            if let Some(d) = text.strip_suffix('h') {
-                (d, 3600.0)
-            } else if let Some(d) = text.strip_suffix('m') {
-                (d, 60.0)
-            } else if let Some(d) = text.strip_suffix('s') {
-                (d, 1.0)
-            } else {
-                (text, 1.0)
-            }
-        }
+/// A time in seconds from text: a plain number of seconds, or a number with `ms`, `s`, `m` or
+/// `h`; finite and not negative. The error says what the text must be.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    let (digits, scale) = if let Some(d) = text.strip_suffix("ms") {
+        (d, 0.001)
+    } else if let Some(d) = text.strip_suffix('h') {
+        (d, 3600.0)
+    } else if let Some(d) = text.strip_suffix('m') {
+        (d, 60.0)
+    } else if let Some(d) = text.strip_suffix('s') {
+        (d, 1.0)
+    } else {
+        (text, 1.0)
     };
-    let unit = match kind {
-        Kind::Rate => "a number of requests per second",
-        Kind::Time => "a time in seconds, or with a suffix s, m or h",
-    };
-    let value = digits
-        .trim()
-        .parse::<f64>()
-        .map_err(|_| format!("{shape}: {key} is {text:?}; it must be {unit}"))?
-        * scale;
+    let value =
+        digits.trim().parse::<f64>().map_err(|_| {
+            "it must be a time in seconds, or with a suffix ms, s, m or h".to_string()
+        })? * scale;
     if !value.is_finite() {
-        return Err(format!(
-            "{shape}: {key} is {text:?}; it must be a finite number"
-        ));
+        return Err("it must be a finite number".into());
     }
     if value < 0.0 {
-        return Err(format!(
-            "{shape}: {key} is {text:?}; it must not be negative"
-        ));
+        return Err("it must not be negative".into());
     }
     Ok(value)
+}
+
+/// A parameter's value: a finite number of at least 0; a time may carry a unit.
+fn number(shape: &str, key: &str, text: &str, kind: Kind) -> Result<f64, String> {
+    let value = match kind {
+        Kind::Time => parse_seconds(text),
+        Kind::Rate => match text.trim().parse::<f64>() {
+            Err(_) => Err("it must be a number of requests per second".to_string()),
+            Ok(v) if !v.is_finite() => Err("it must be a finite number".into()),
+            Ok(v) if v < 0.0 => Err("it must not be negative".into()),
+            Ok(v) => Ok(v),
+        },
+    };
+    value.map_err(|rule| format!("{shape}: {key} is {text:?}; {rule}"))
 }
 
 #[cfg(test)]

@@ -361,6 +361,16 @@ impl World {
             .unwrap_or_default()
     }
 
+    /// Arrival times (seconds on the requests' axis) of a deployment's requests offered and not
+    /// yet ended, in id order.
+    pub fn unfinished_arrivals(&self, key: &DeploymentKey) -> Vec<f64> {
+        self.deployments
+            .get(key)
+            .and_then(|d| d.requests.as_ref())
+            .map(|r| r.unfinished_arrivals())
+            .unwrap_or_default()
+    }
+
     /// Requests of a deployment in flight (offered, not ended) and not yet offered.
     pub fn pending_requests(&self, key: &DeploymentKey) -> (usize, usize) {
         self.deployments

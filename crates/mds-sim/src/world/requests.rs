@@ -196,6 +196,11 @@ impl RequestLoad {
         (self.in_flight.len(), self.trace.requests.len() - self.next)
     }
 
+    /// Arrival times of the requests offered and not yet ended.
+    pub fn unfinished_arrivals(&self) -> Vec<f64> {
+        self.in_flight.values().map(|f| f.arrival).collect()
+    }
+
     fn end(&mut self, id: u64, outcome: ServedOutcome, end: f64) {
         if let Some(f) = self.in_flight.remove(&id) {
             self.served.push(ServedRequest {

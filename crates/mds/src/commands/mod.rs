@@ -2,10 +2,12 @@ pub mod certs;
 pub mod controller;
 pub mod crd;
 pub mod gitops;
+pub mod inputs;
 pub mod inspect_metrics;
 pub mod lab;
 pub mod replay;
 pub mod service;
+pub mod simulate;
 pub mod validate;
 pub mod webhook;
 

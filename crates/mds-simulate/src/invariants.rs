@@ -1,0 +1,146 @@
+//! The spec's invariants, checked from outside after every pass: what the target's counts did
+//! against what the scaler's spec, its status and the world allowed at that moment. A run
+//! with a violation fails (the command exits 1 and names the moment and the rule).
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use mds_api::ModelDeploymentScaler;
+use serde::Serialize;
+
+/// One broken rule.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Violation {
+    /// Seconds since the start of the run.
+    pub t: f64,
+    /// The rule, as the spec states it.
+    pub rule: &'static str,
+    pub detail: String,
+}
+
+/// What one pass saw and did.
+pub struct PassFacts<'a> {
+    pub now: Timestamp,
+    pub t: f64,
+    /// The scaler as the pass read it (spec, and status before the pass).
+    pub scaler: &'a ModelDeploymentScaler,
+    /// The target's counts before and after the pass.
+    pub before: &'a BTreeMap<String, i32>,
+    pub after: &'a BTreeMap<String, i32>,
+    /// The target's generation moved during the pass.
+    pub target_changed: bool,
+    /// The pass's own target write landed.
+    pub wrote_target: bool,
+    /// An instance of the target waited for admission when the pass began.
+    pub unadmitted: bool,
+}
+
+pub const BOUNDS: &str = "a written count lies within the role's minReplicas and maxReplicas";
+pub const RATIO: &str = "a written vector lies within every ratio's min and max";
+pub const ONE_DIRECTION: &str = "one commit moves the target in one direction";
+pub const ONE_WRITER: &str = "only the bound scaler writes the target's counts";
+pub const NO_GROWTH_UNADMITTED: &str = "a pending unadmitted workload prevents further growth";
+pub const NO_SHRINK_COOLDOWN: &str = "an abort cooldown prevents scale-down across the target";
+
+/// Every rule `facts` breaks.
+pub fn check(facts: &PassFacts) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut broke = |rule: &'static str, detail: String| {
+        out.push(Violation {
+            t: facts.t,
+            rule,
+            detail,
+        })
+    };
+    let moved: Vec<(&String, i32, i32)> = facts
+        .after
+        .iter()
+        .filter_map(|(role, &n)| {
+            let old = facts.before.get(role).copied().unwrap_or(n);
+            (old != n).then_some((role, old, n))
+        })
+        .collect();
+    if facts.target_changed && !facts.wrote_target {
+        broke(
+            ONE_WRITER,
+            "the target's generation moved in a pass that wrote no target change".into(),
+        );
+    }
+    if moved.is_empty() {
+        return out;
+    }
+    let vector = describe(facts.before, facts.after);
+    let up = moved.iter().any(|(_, old, new)| new > old);
+    let down = moved.iter().any(|(_, old, new)| new < old);
+    if up && down {
+        broke(ONE_DIRECTION, vector.clone());
+    }
+    let spec = &facts.scaler.spec;
+    for bounds in &spec.roles {
+        let Some(&n) = facts.after.get(&bounds.name) else {
+            continue;
+        };
+        let min = bounds.min_replicas.unwrap_or(1);
+        if n < min || n > bounds.max_replicas {
+            broke(
+                BOUNDS,
+                format!(
+                    "{}={n} outside {min}..={} ({vector})",
+                    bounds.name, bounds.max_replicas
+                ),
+            );
+        }
+    }
+    for ratio in &spec.ratios {
+        let (Some(&num), Some(&den)) = (
+            facts.after.get(&ratio.numerator_role),
+            facts.after.get(&ratio.denominator_role),
+        ) else {
+            continue;
+        };
+        let outside = |bound: &Option<mds_api::quantity::Quantity>, wrong: Ordering| {
+            bound
+                .as_ref()
+                .and_then(|q| q.value().ok())
+                .is_some_and(|q| q.cmp_ratio(i64::from(num), i64::from(den)) == wrong)
+        };
+        // num/den below min, or above max.
+        if den > 0
+            && (outside(&ratio.min, Ordering::Less) || outside(&ratio.max, Ordering::Greater))
+        {
+            broke(
+                RATIO,
+                format!(
+                    "{}/{} = {num}/{den} outside its band ({vector})",
+                    ratio.numerator_role, ratio.denominator_role
+                ),
+            );
+        }
+    }
+    if up && facts.unadmitted {
+        broke(NO_GROWTH_UNADMITTED, vector.clone());
+    }
+    let cooldown = facts
+        .scaler
+        .status
+        .as_ref()
+        .and_then(|s| s.last_scale_down.as_ref())
+        .and_then(|l| l.cooldown_until.as_ref())
+        .is_some_and(|until| until.0 > facts.now);
+    if down && cooldown {
+        broke(NO_SHRINK_COOLDOWN, vector);
+    }
+    out
+}
+
+fn describe(before: &BTreeMap<String, i32>, after: &BTreeMap<String, i32>) -> String {
+    after
+        .iter()
+        .map(|(role, n)| match before.get(role) {
+            Some(old) if old != n => format!("{role} {old}->{n}"),
+            _ => format!("{role} {n}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,198 @@
+//! One `mds simulate` run: a scaler and its target, a request stream, an engine profile and
+//! the world's settings in; the summary, the per-minute bins, every pass and every broken
+//! rule out.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use mds_api::ModelDeploymentScaler;
+use mds_api::target::ModelDeployment;
+use mds_sim::load::Trace;
+use mds_sim::{LoadProfile, RequestServing, RoleSettings, Router, WorldConfig};
+use serde::Serialize;
+
+use crate::invariants::Violation;
+use crate::profile::Profile;
+use crate::report::{Bin, Slo, Summary};
+use crate::{PassRecord, Scenario, SimError, Simulation};
+
+/// Which engine model serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineModel {
+    /// Request by request, as vLLM's scheduler runs them.
+    Request,
+    /// Fluid queues per instance, for long traces.
+    Fluid,
+}
+
+impl EngineModel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineModel::Request => "request",
+            EngineModel::Fluid => "fluid",
+        }
+    }
+}
+
+/// How a run is set up besides the scaler, the target and the requests.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub engine: EngineModel,
+    pub profile: Profile,
+    /// Overrides the profile's mean cold start.
+    pub cold_start: Option<SignedDuration>,
+    pub seed: u64,
+    pub slo: Slo,
+    pub router: Router,
+    /// GPU quota per instance type (`None`: unlimited).
+    pub quota: BTreeMap<String, Option<u32>>,
+    /// How long the run goes on after the last arrival, for requests in flight to finish.
+    pub tail: SignedDuration,
+}
+
+impl RunOptions {
+    pub fn new(profile: Profile) -> RunOptions {
+        RunOptions {
+            engine: EngineModel::Request,
+            profile,
+            cold_start: None,
+            seed: 1,
+            slo: Slo::default(),
+            router: Router::default(),
+            quota: BTreeMap::new(),
+            tail: SignedDuration::from_secs(120),
+        }
+    }
+
+    fn cold_start(&self) -> SignedDuration {
+        self.cold_start.unwrap_or(self.profile.cold_start)
+    }
+}
+
+/// What a run was made of, for the report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Inputs {
+    pub scaler: String,
+    pub target: String,
+    pub load: String,
+    pub profile: String,
+    pub engine: EngineModel,
+    pub router: String,
+    pub seed: u64,
+    pub cold_start_seconds: f64,
+    pub cold_start_spread: f64,
+    pub slo: Slo,
+    pub duration_seconds: f64,
+    pub version: String,
+}
+
+/// Everything a run reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    pub inputs: Inputs,
+    pub summary: Summary,
+    pub bins: Vec<Bin>,
+    pub passes: Vec<PassRecord>,
+    pub violations: Vec<Violation>,
+}
+
+/// Every run starts at this instant (the output is the same whatever the day).
+pub fn start() -> Timestamp {
+    Timestamp::from_second(1_767_225_600).expect("a valid instant")
+}
+
+/// Runs `scaler` on `target` with `trace` offered (described as `load` in the report);
+/// `progress` hears the share of virtual time done, now and then.
+pub fn run(
+    scaler: ModelDeploymentScaler,
+    mut target: ModelDeployment,
+    trace: Arc<Trace>,
+    load: &str,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunReport, SimError> {
+    if target.metadata.namespace.is_none() {
+        target.metadata.namespace = Some("default".into());
+    }
+    let settings = RoleSettings {
+        cold_start: options.cold_start(),
+        cold_start_spread: options.profile.cold_start_spread,
+        engine: options.profile.fluid,
+        request_profile: options.profile.request,
+        gpus_per_pod: options.profile.gpus_per_pod,
+    };
+    let fluid_load = match options.engine {
+        EngineModel::Fluid => trace
+            .to_profile(10.0)
+            .map_err(|e| SimError::Input(format!("the load: {e}")))?,
+        EngineModel::Request => LoadProfile::idle(),
+    };
+    let roles = target
+        .spec
+        .roles
+        .iter()
+        .map(|r| (r.name.clone(), (settings, fluid_load.clone())))
+        .collect();
+    let requests = (options.engine == EngineModel::Request).then(|| {
+        (
+            trace.clone(),
+            RequestServing {
+                router: options.router,
+                kv_bytes_per_token: options.profile.kv_bytes_per_token,
+                ..RequestServing::default()
+            },
+        )
+    });
+    let inputs = Inputs {
+        scaler: scaler.metadata.name.clone().unwrap_or_default(),
+        target: target.metadata.name.clone().unwrap_or_default(),
+        load: load.to_string(),
+        profile: options.profile.name.to_string(),
+        engine: options.engine,
+        router: options.router.as_str().to_string(),
+        seed: options.seed,
+        cold_start_seconds: options.cold_start().as_secs_f64(),
+        cold_start_spread: options.profile.cold_start_spread,
+        slo: options.slo,
+        duration_seconds: 0.0,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let start = start();
+    let scenario = Scenario {
+        config: WorldConfig {
+            seed: options.seed,
+            ..WorldConfig::default()
+        },
+        start,
+        target,
+        scaler,
+        roles,
+        quota: options.quota.clone(),
+        requests,
+        slo: options.slo,
+    };
+    let end_seconds = trace.duration_seconds() + options.tail.as_secs_f64();
+    let end = start + SignedDuration::from_secs_f64(end_seconds.max(1.0));
+    let mut sim = Simulation::new(scenario)?;
+    let mut passes = Vec::new();
+    let chunk = SignedDuration::from_secs(60);
+    let mut until = start;
+    while until < end {
+        until = (until + chunk).min(end);
+        passes.extend(sim.run_until(until)?);
+        progress(until.duration_since(start).as_secs_f64() / end_seconds.max(1.0));
+    }
+    let (summary, bins, violations) = sim.finish(end);
+    Ok(RunReport {
+        inputs: Inputs {
+            duration_seconds: end.duration_since(start).as_secs_f64(),
+            ..inputs
+        },
+        summary,
+        bins,
+        passes,
+        violations,
+    })
+}

@@ -1,0 +1,569 @@
+//! `mds simulate`: what would this scaler have done on this traffic, and what would it have
+//! cost? The operator's own worker and decision core run at virtual time against the
+//! simulated GPUStack target, Kueue and engines (docs/simulator.md).
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal as _, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use jiff::SignedDuration;
+use mds_sim::Router;
+use mds_sim::load::{Synthetic, Trace, parse_seconds};
+use mds_simulate::profile::{DEFAULT_PROFILE, profile, profiles};
+use mds_simulate::report::Slo;
+use mds_simulate::run::{EngineModel, RunOptions, RunReport, run};
+
+use super::inputs::{Admitted, Stop, UNUSABLE, admitted, documents, unusable};
+use crate::manifest::parse_documents;
+
+/// The example run with no arguments: a TokenThroughput scaler and its target.
+const EXAMPLE: &str = include_str!("../../../../examples/simulate/chat.yaml");
+const EXAMPLE_NAME: &str = "examples/simulate/chat.yaml (bundled)";
+
+/// The traces in data/traces, by the name `--trace bundled:NAME` takes.
+const BUNDLED: &[(&str, &str)] = &[
+    (
+        "azure-2023-conv",
+        include_str!("../../../../data/traces/azure-2023-conv.csv"),
+    ),
+    (
+        "azure-2023-code",
+        include_str!("../../../../data/traces/azure-2023-code.csv"),
+    ),
+    (
+        "mooncake-synthetic",
+        include_str!("../../../../data/traces/mooncake-synthetic.jsonl"),
+    ),
+];
+const DEFAULT_TRACE: &str = "azure-2023-conv";
+
+/// Exit status when the run broke one of the spec's invariants.
+const VIOLATED: u8 = 1;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The ModelDeploymentScaler manifest (YAML). Without it, the bundled example: a
+    /// TokenThroughput scaler of one vLLM Server role (examples/simulate/chat.yaml).
+    #[arg(long, value_name = "FILE")]
+    pub scaler: Option<PathBuf>,
+    /// The target ModelDeployment manifest (YAML). Without it, the ModelDeployment in the
+    /// scaler's file that its targetRef names, else a stand-in where every scaler role is a
+    /// Server role at its minReplicas.
+    #[arg(long, value_name = "FILE")]
+    pub target: Option<PathBuf>,
+    /// A request trace: an Azure LLM inference CSV (.csv) or a Mooncake JSONL (.jsonl), or
+    /// `bundled:NAME` for a trace in data/traces (azure-2023-conv, azure-2023-code,
+    /// mooncake-synthetic). Default: bundled:azure-2023-conv.
+    #[arg(long, value_name = "FILE", conflicts_with = "load")]
+    pub trace: Option<String>,
+    /// A synthetic load instead of a trace, `SHAPE:key=value,...`: constant:rate=4,
+    /// step:from=2,to=8,at=600, ramp:from=1,to=10,start=300,duration=1200,
+    /// sinusoid:mean=4,amplitude=3,period=1800, flash-crowd:base=2,peak=20,at=900,rise=30,
+    /// hold=300,decay=120, on-off:rate=6,on=300,off=600; common keys duration (3600 s),
+    /// prompt (1024) and output (256) tokens.
+    #[arg(long, value_name = "PROFILE")]
+    pub load: Option<String>,
+    /// Keep the trace's requests from this time on (seconds, or 90s, 15m, 1h).
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+    /// Keep the trace's requests before this time.
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Multiplies the trace's times: 0.5 plays it twice as fast.
+    #[arg(long, value_name = "FACTOR")]
+    pub time_scale: Option<f64>,
+    /// Multiplies the request rate, keeping the duration (copies or thins requests).
+    #[arg(long, value_name = "FACTOR")]
+    pub rate: Option<f64>,
+    /// Mean cold start of a replica, admission to Ready (default: the profile's); each start
+    /// draws within the profile's spread.
+    #[arg(long, value_name = "TIME")]
+    pub cold_start: Option<String>,
+    /// The engine profile (model, GPU, engine version); `--profile list` lists them.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_PROFILE)]
+    pub profile: String,
+    /// The engine model: request (request by request, as vLLM schedules) or fluid (fluid
+    /// queues, for long traces).
+    #[arg(long, value_name = "MODEL", default_value = "request")]
+    pub engine: String,
+    /// How the target's router picks an instance: least-outstanding, round-robin or
+    /// prefix-aware.
+    #[arg(long, value_name = "POLICY", default_value = "least-outstanding")]
+    pub router: String,
+    /// Seeds every draw (synthetic arrivals, rate copies, cold starts): the same inputs and
+    /// seed give the same output, byte for byte.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The TTFT objective (default 500ms).
+    #[arg(long, value_name = "TIME", default_value = "500ms")]
+    pub slo_ttft: String,
+    /// The mean inter-token latency objective (default 50ms).
+    #[arg(long, value_name = "TIME", default_value = "50ms")]
+    pub slo_itl: String,
+    /// GPU quota of an instance type, `TYPE=GPUS` (repeatable; default unlimited).
+    #[arg(long, value_name = "TYPE=GPUS")]
+    pub quota: Vec<String>,
+    /// Write everything (inputs, summary, one-minute bins, passes, violations) as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also print the one-minute bins.
+    #[arg(long)]
+    pub minutes: bool,
+    /// No progress bar, even on a terminal.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+pub fn run_command(args: &Args) -> ExitCode {
+    let mut notes = String::new();
+    match run_inner(args, &mut notes) {
+        Ok((out, code)) => {
+            super::emit(&out, &notes);
+            ExitCode::from(code)
+        }
+        Err(stop) => {
+            super::emit("", &(notes + &stop.text));
+            ExitCode::from(stop.code)
+        }
+    }
+}
+
+fn bad_flag(flag: &str, value: &str, rule: &str) -> Stop {
+    unusable(format!("--{flag} {value:?}: {rule}"))
+}
+
+fn seconds_flag(flag: &str, value: &str) -> Result<f64, Stop> {
+    parse_seconds(value).map_err(|rule| bad_flag(flag, value, &rule))
+}
+
+fn factor_flag(flag: &str, value: f64) -> Result<f64, Stop> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(bad_flag(
+            flag,
+            &value.to_string(),
+            "it must be a positive number",
+        ))
+    }
+}
+
+/// The trace to offer and its description.
+fn load(args: &Args) -> Result<(Trace, String), Stop> {
+    if let Some(spec) = &args.load {
+        let synthetic = Synthetic::parse(spec).map_err(|e| unusable(format!("--load: {e}")))?;
+        return Ok((synthetic.generate(args.seed), synthetic.describe()));
+    }
+    let source = args
+        .trace
+        .clone()
+        .unwrap_or_else(|| format!("bundled:{DEFAULT_TRACE}"));
+    let (text, name, jsonl) = match source.strip_prefix("bundled:") {
+        Some(name) => {
+            let Some((_, text)) = BUNDLED.iter().find(|(n, _)| *n == name) else {
+                let known: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
+                return Err(bad_flag(
+                    "trace",
+                    &source,
+                    &format!("no bundled trace of that name; known: {}", known.join(", ")),
+                ));
+            };
+            (
+                text.to_string(),
+                name.to_string(),
+                name.starts_with("mooncake"),
+            )
+        }
+        None => {
+            let path = PathBuf::from(&source);
+            let text = super::read_text(&path, super::MAX_INPUT_BYTES)
+                .map_err(|e| unusable(format!("{source}: cannot read: {e}")))?;
+            let jsonl = source.ends_with(".jsonl") || source.ends_with(".json");
+            (text, source.clone(), jsonl)
+        }
+    };
+    let parsed = if jsonl {
+        Trace::parse_mooncake_jsonl(&text)
+    } else {
+        Trace::parse_azure_csv(&text)
+    };
+    let trace = parsed.map_err(|e| unusable(format!("{name}: {e}")))?;
+    if trace.requests.is_empty() {
+        return Err(unusable(format!("{name}: holds no request")));
+    }
+    Ok((trace, name))
+}
+
+/// The trace after --from/--until, --time-scale and --rate, and its description.
+fn shaped(args: &Args, trace: Trace, mut name: String) -> Result<(Trace, String), Stop> {
+    let mut trace = trace;
+    if args.from.is_some() || args.until.is_some() {
+        let from = match &args.from {
+            Some(v) => seconds_flag("from", v)?,
+            None => 0.0,
+        };
+        let until = match &args.until {
+            Some(v) => Some(seconds_flag("until", v)?),
+            None => None,
+        };
+        trace = trace.window(from, until).map_err(unusable)?;
+        let _ = write!(
+            name,
+            ", {from} s to {}",
+            until.map_or("the end".into(), |u| format!("{u} s"))
+        );
+    }
+    if let Some(f) = args.time_scale {
+        trace = trace
+            .time_scaled(factor_flag("time-scale", f)?)
+            .map_err(unusable)?;
+        let _ = write!(name, ", time x{f}");
+    }
+    if let Some(f) = args.rate {
+        trace = trace
+            .rate_multiplied(factor_flag("rate", f)?, args.seed)
+            .map_err(unusable)?;
+        let _ = write!(name, ", rate x{f}");
+    }
+    if trace.requests.is_empty() {
+        return Err(unusable(format!("{name}: no request is left to offer")));
+    }
+    Ok((trace, name))
+}
+
+fn options(args: &Args) -> Result<RunOptions, Stop> {
+    let profile = profile(&args.profile).map_err(|e| bad_flag("profile", &args.profile, &e))?;
+    let mut options = RunOptions::new(profile);
+    options.engine = match args.engine.as_str() {
+        "request" => EngineModel::Request,
+        "fluid" => EngineModel::Fluid,
+        other => return Err(bad_flag("engine", other, "it must be request or fluid")),
+    };
+    options.router = Router::parse(&args.router).ok_or_else(|| {
+        bad_flag(
+            "router",
+            &args.router,
+            &format!("it must be one of {}", Router::NAMES.join(", ")),
+        )
+    })?;
+    options.seed = args.seed;
+    if let Some(v) = &args.cold_start {
+        let seconds = seconds_flag("cold-start", v)?;
+        options.cold_start = Some(SignedDuration::from_secs_f64(seconds));
+    }
+    let ttft = seconds_flag("slo-ttft", &args.slo_ttft)?;
+    let itl = seconds_flag("slo-itl", &args.slo_itl)?;
+    for (flag, value, v) in [
+        ("slo-ttft", &args.slo_ttft, ttft),
+        ("slo-itl", &args.slo_itl, itl),
+    ] {
+        if v <= 0.0 {
+            return Err(bad_flag(flag, value, "it must be positive"));
+        }
+    }
+    options.slo = Slo {
+        ttft_seconds: ttft,
+        itl_seconds: itl,
+    };
+    for q in &args.quota {
+        let parsed = q
+            .split_once('=')
+            .and_then(|(t, g)| Some((t.trim(), g.trim().parse::<u32>().ok()?)))
+            .filter(|(t, _)| !t.is_empty());
+        let Some((instance_type, gpus)) = parsed else {
+            return Err(bad_flag(
+                "quota",
+                q,
+                "it must be TYPE=GPUS, an instance type and a whole number of GPUs",
+            ));
+        };
+        options.quota.insert(instance_type.to_string(), Some(gpus));
+    }
+    Ok(options)
+}
+
+fn list_profiles() -> String {
+    let mut out = String::new();
+    for p in profiles() {
+        let _ = writeln!(
+            out,
+            "{:<24} {} (cold start {} s ± {:.0} %, {} GPU per Pod)",
+            p.name,
+            p.summary,
+            p.cold_start.as_secs(),
+            p.cold_start_spread * 100.0,
+            p.gpus_per_pod
+        );
+    }
+    out
+}
+
+fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
+    if args.profile == "list" {
+        return Ok((list_profiles(), 0));
+    }
+    let options = options(args)?;
+    let (scaler_docs, scaler_name) = match &args.scaler {
+        Some(path) => (documents(path)?, path.display().to_string()),
+        None => (
+            parse_documents(EXAMPLE_NAME, EXAMPLE.as_bytes()).map_err(unusable)?,
+            EXAMPLE_NAME.to_string(),
+        ),
+    };
+    let given_target = match &args.target {
+        Some(path) => Some((documents(path)?, path.display().to_string())),
+        None => None,
+    };
+    let target_docs: Option<(&[_], &str)> = match &given_target {
+        Some((docs, name)) => Some((docs.as_slice(), name.as_str())),
+        None if scaler_docs.iter().any(|d| d.is("ModelDeployment")) => {
+            Some((scaler_docs.as_slice(), scaler_name.as_str()))
+        }
+        None => None,
+    };
+    let Admitted { scaler, target } = admitted(
+        (&scaler_docs, &scaler_name),
+        target_docs,
+        "simulated",
+        notes,
+    )?;
+    let target = serde_json::from_value(target)
+        .map_err(|e| unusable(format!("the target cannot be read: {e}")))?;
+    let (trace, name) = load(args)?;
+    let (trace, name) = shaped(args, trace, name)?;
+    let requests = trace.requests.len();
+    let mut bar = Progress::new(!args.no_progress && std::io::stderr().is_terminal());
+    let report = run(
+        scaler,
+        target,
+        Arc::new(trace),
+        &name,
+        &options,
+        &mut |done| bar.show(done),
+    )
+    .map_err(|e| Stop {
+        code: UNUSABLE,
+        text: super::error_line(&format!("the simulation could not run: {e}")),
+    })?;
+    bar.clear();
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| unusable(format!("cannot write the report as JSON: {e}")))?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| unusable(format!("{}: cannot write: {e}", path.display())))?;
+    }
+    let mut out = summary(&report, requests);
+    if args.minutes {
+        minutes(&mut out, &report);
+    }
+    if let Some(path) = &args.json {
+        let _ = writeln!(out, "report: {}", path.display());
+    }
+    if report.violations.is_empty() {
+        return Ok((out, 0));
+    }
+    let mut lines = String::new();
+    for v in &report.violations {
+        let _ = writeln!(lines, "t={:.0}s: {}: {}", v.t, v.rule, v.detail);
+    }
+    notes.push_str(&super::error_line(&format!(
+        "{} invariant violation(s):\n{}",
+        report.violations.len(),
+        lines.trim_end()
+    )));
+    Ok((out, VIOLATED))
+}
+
+fn ms(seconds: Option<f64>) -> String {
+    seconds.map_or("-".into(), |s| format!("{:.0}", s * 1000.0))
+}
+
+fn summary(report: &RunReport, requests: usize) -> String {
+    let i = &report.inputs;
+    let s = &report.summary;
+    let t = &s.totals;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "mds simulate: scaler {} on {} ({requests} requests, {:.1} min)",
+        i.scaler,
+        i.load,
+        i.duration_seconds / 60.0
+    );
+    let _ = writeln!(
+        out,
+        "  world: {}, {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}",
+        i.profile,
+        i.engine.as_str(),
+        i.router,
+        i.cold_start_seconds,
+        i.cold_start_spread * 100.0,
+        i.seed
+    );
+    let row = |out: &mut String, label: &str, value: String| {
+        let _ = writeln!(out, "  {label:<20}{value}");
+    };
+    row(
+        &mut out,
+        "requests",
+        format!(
+            "{:.0} (finished {:.0}, rejected {:.0}, never served {:.0})",
+            t.requests, s.finished, t.rejected, t.never_served
+        ),
+    );
+    row(
+        &mut out,
+        "SLO attainment",
+        format!(
+            "{} (TTFT <= {} ms and mean ITL <= {} ms)",
+            t.attainment
+                .map_or("-".into(), |a| format!("{:.1} %", a * 100.0)),
+            ms(Some(i.slo.ttft_seconds)),
+            ms(Some(i.slo.itl_seconds))
+        ),
+    );
+    row(
+        &mut out,
+        "minutes within SLO",
+        s.window_attainment.map_or("-".into(), |a| {
+            format!("{:.1} % (p95 TTFT and p95 ITL of each minute)", a * 100.0)
+        }),
+    );
+    row(
+        &mut out,
+        "TTFT p50/p95/p99",
+        format!(
+            "{} / {} / {} ms",
+            ms(t.ttft.p50),
+            ms(t.ttft.p95),
+            ms(t.ttft.p99)
+        ),
+    );
+    row(
+        &mut out,
+        "ITL p50/p95/p99",
+        format!(
+            "{} / {} / {} ms",
+            ms(t.itl.p50),
+            ms(t.itl.p95),
+            ms(t.itl.p99)
+        ),
+    );
+    row(&mut out, "GPU-hours", format!("{:.2}", t.gpu_hours));
+    for (role, r) in &s.replica_stats {
+        row(
+            &mut out,
+            &format!("replicas {role}"),
+            format!("min {}, max {}, mean {:.2}", r.min, r.max, r.mean),
+        );
+    }
+    row(
+        &mut out,
+        "scale actions",
+        format!(
+            "{} ({:.1} per hour), flaps {}",
+            t.scale_actions, s.scale_actions_per_hour, t.flaps
+        ),
+    );
+    row(
+        &mut out,
+        "unadmitted growth",
+        format!("{:.0} s", t.unadmitted_seconds),
+    );
+    row(
+        &mut out,
+        "invariants",
+        if report.violations.is_empty() {
+            format!("all held, checked at {} passes", report.passes.len())
+        } else {
+            format!(
+                "{} violated (listed on standard error)",
+                report.violations.len()
+            )
+        },
+    );
+    out
+}
+
+fn minutes(out: &mut String, report: &RunReport) {
+    let roles: Vec<&String> = report.summary.replica_stats.keys().collect();
+    let _ = write!(out, "\n  min  requests  attain  ttft95  itl95  gpu-h");
+    for role in &roles {
+        let _ = write!(out, "  {role}(ready)");
+    }
+    let _ = writeln!(out);
+    for b in &report.bins {
+        let _ = write!(
+            out,
+            "  {:>3}  {:>8.0}  {:>6}  {:>6}  {:>5}  {:>5.2}",
+            (b.start / 60.0) as i64,
+            b.requests,
+            b.attainment
+                .map_or("-".into(), |a| format!("{:.1}", a * 100.0)),
+            ms(b.ttft.p95),
+            ms(b.itl.p95),
+            b.gpu_hours
+        );
+        for role in &roles {
+            let _ = write!(
+                out,
+                "  {}({})",
+                b.replicas.get(*role).copied().unwrap_or(0),
+                b.ready.get(*role).copied().unwrap_or(0)
+            );
+        }
+        let _ = writeln!(out);
+    }
+}
+
+/// A progress bar on standard error, for runs longer than a second.
+struct Progress {
+    enabled: bool,
+    started: Instant,
+    shown: bool,
+    last: Option<Instant>,
+}
+
+impl Progress {
+    fn new(enabled: bool) -> Progress {
+        Progress {
+            enabled,
+            started: Instant::now(),
+            shown: false,
+            last: None,
+        }
+    }
+
+    fn show(&mut self, done: f64) {
+        if !self.enabled || self.started.elapsed().as_secs_f64() < 1.0 {
+            return;
+        }
+        if self.last.is_some_and(|t| t.elapsed().as_millis() < 100) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let done = done.clamp(0.0, 1.0);
+        let filled = (done * 30.0) as usize;
+        let mut err = std::io::stderr();
+        let _ = write!(
+            err,
+            "\r[{}{}] {:>3.0} % simulated",
+            "#".repeat(filled),
+            " ".repeat(30 - filled),
+            done * 100.0
+        );
+        let _ = err.flush();
+        self.shown = true;
+    }
+
+    fn clear(&mut self) {
+        if self.shown {
+            let mut err = std::io::stderr();
+            let _ = write!(err, "\r{}\r", " ".repeat(50));
+            let _ = err.flush();
+        }
+    }
+}
