@@ -342,7 +342,7 @@ fn every_parse_error_names_the_shape_or_key_and_the_rule() {
     rejected("step:from=1,to=2,at=1e400", &["at", "finite"]);
     rejected("constant:rate=four", &["rate", "requests per second"]);
     rejected("constant:rate=4m", &["rate", "requests per second"]);
-    rejected("step:from=1,to=2,at=10d", &["at", "suffix s, m or h"]);
+    rejected("step:from=1,to=2,at=10d", &["at", "suffix ms, s, m or h"]);
     // Rules between values.
     rejected("constant:rate=1,duration=0", &["duration", "positive"]);
     rejected(

@@ -144,3 +144,82 @@ fn describe(before: &BTreeMap<String, i32>, after: &BTreeMap<String, i32>) -> St
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mds_testdata::mk_scaler;
+    use serde_json::json;
+
+    fn scaler() -> ModelDeploymentScaler {
+        let mut s: ModelDeploymentScaler = mk_scaler("pd")
+            .role_bounds("prefill", 1, 8)
+            .role_bounds("decode", 1, 8)
+            .typed();
+        s.spec.ratios = serde_json::from_value(json!([
+            {"numeratorRole": "prefill", "denominatorRole": "decode", "min": "0.5", "max": "2"}
+        ]))
+        .unwrap();
+        s
+    }
+
+    fn v(prefill: i32, decode: i32) -> BTreeMap<String, i32> {
+        BTreeMap::from([("prefill".into(), prefill), ("decode".into(), decode)])
+    }
+
+    fn rules(
+        scaler: &ModelDeploymentScaler,
+        before: (i32, i32),
+        after: (i32, i32),
+        wrote: bool,
+        unadmitted: bool,
+    ) -> Vec<&'static str> {
+        let (before, after) = (v(before.0, before.1), v(after.0, after.1));
+        check(&PassFacts {
+            now: Timestamp::from_second(1_000).unwrap(),
+            t: 10.0,
+            scaler,
+            before: &before,
+            after: &after,
+            target_changed: before != after,
+            wrote_target: wrote,
+            unadmitted,
+        })
+        .into_iter()
+        .map(|v| v.rule)
+        .collect()
+    }
+
+    #[test]
+    fn a_legal_move_breaks_nothing() {
+        let s = scaler();
+        assert!(rules(&s, (2, 2), (3, 2), true, false).is_empty());
+        assert!(rules(&s, (2, 2), (2, 2), false, true).is_empty());
+    }
+
+    #[test]
+    fn each_rule_is_caught() {
+        let s = scaler();
+        assert_eq!(rules(&s, (2, 2), (9, 8), true, false), vec![BOUNDS]);
+        assert_eq!(rules(&s, (2, 2), (5, 2), true, false), vec![RATIO]);
+        assert_eq!(
+            rules(&s, (2, 2), (3, 1), true, false),
+            vec![ONE_DIRECTION, RATIO]
+        );
+        assert_eq!(rules(&s, (2, 2), (3, 2), false, false), vec![ONE_WRITER]);
+        assert_eq!(
+            rules(&s, (2, 2), (3, 2), true, true),
+            vec![NO_GROWTH_UNADMITTED]
+        );
+        let mut cooling = scaler();
+        cooling.status = serde_json::from_value(json!({"lastScaleDown": {
+            "role": "decode", "ordinal": 2, "preScaleDownVector": {"decode": 3, "prefill": 2},
+            "outcome": "Aborted", "cooldownUntil": "1970-01-01T00:20:00Z"}}))
+        .unwrap();
+        assert_eq!(
+            rules(&cooling, (2, 2), (2, 1), true, false),
+            vec![NO_SHRINK_COOLDOWN]
+        );
+        assert!(rules(&cooling, (2, 2), (3, 2), true, false).is_empty());
+    }
+}

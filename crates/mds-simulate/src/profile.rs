@@ -30,26 +30,41 @@ pub const DEFAULT_PROFILE: &str = "llama3-8b-h100-vllm";
 /// Every named profile.
 pub fn profiles() -> Vec<Profile> {
     let small = RequestProfile::llama3_8b_h100_vllm();
+    let small_profile = Profile {
+        name: "llama3-8b-h100-vllm",
+        summary: "Llama-3-8B-Instruct, bf16, vLLM 0.8.5, one H100 PCIe (calibrated)",
+        calibrated: true,
+        request: small,
+        fluid: EngineProfile {
+            // 1 / prefill_token_seconds.
+            prefill_tokens_per_second: 25_000.0,
+            // A full batch of 256 at a 300-token context: 256 / (10.2 ms + 256 × 300 × 70 ns).
+            decode_tokens_per_second: 16_000.0,
+            max_running: 256.0,
+            kv_cache_tokens: 384_000.0,
+            base_ttft_seconds: 0.0102,
+            base_itl_seconds: 0.0106,
+        },
+        cold_start: SignedDuration::from_secs(60),
+        cold_start_spread: 0.2,
+        gpus_per_pod: 1,
+        kv_bytes_per_token: 131_072.0,
+    };
     vec![
+        small_profile,
         Profile {
-            name: "llama3-8b-h100-vllm",
-            summary: "Llama-3-8B-Instruct, bf16, vLLM 0.8.5, one H100 PCIe (calibrated)",
-            calibrated: true,
-            request: small,
-            fluid: EngineProfile {
-                // 1 / prefill_token_seconds.
-                prefill_tokens_per_second: 25_000.0,
-                // A full batch of 256 at a 300-token context: 256 / (10.2 ms + 256 × 300 × 70 ns).
-                decode_tokens_per_second: 16_000.0,
-                max_running: 256.0,
-                kv_cache_tokens: 384_000.0,
-                base_ttft_seconds: 0.0102,
-                base_itl_seconds: 0.0106,
+            name: "llama3.1-8b-h100-vllm",
+            summary: "Llama-3.1-8B-Instruct (128k context), vLLM, one H100 PCIe: the 8B \
+                      calibration with a 128k context (long prompts extrapolated)",
+            calibrated: false,
+            request: RequestProfile {
+                limits: SchedulerLimits {
+                    max_model_len: 131_072,
+                    ..small.limits
+                },
+                ..small
             },
-            cold_start: SignedDuration::from_secs(60),
-            cold_start_spread: 0.2,
-            gpus_per_pod: 1,
-            kv_bytes_per_token: 131_072.0,
+            ..small_profile
         },
         Profile {
             name: "llama3-70b-h100x8-vllm",

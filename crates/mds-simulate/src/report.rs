@@ -82,7 +82,8 @@ pub struct Summary {
     #[serde(flatten)]
     pub totals: Bin,
     pub scale_actions_per_hour: f64,
-    /// Share of one-minute bins with requests whose p95 TTFT and p95 ITL meet the SLO.
+    /// Share of one-minute bins with requests whose p95 TTFT and p95 ITL meet the SLO, a
+    /// request refused or never served counting as infinitely slow.
     pub window_attainment: Option<f64>,
     pub replica_stats: BTreeMap<String, ReplicaStats>,
     pub finished: f64,
@@ -306,14 +307,8 @@ impl Recorder {
         let totals = close(&all, 0.0, end);
         let hours = end / 3600.0;
         let slo = self.slo;
-        let busy: Vec<&Bin> = bins.iter().filter(|b| b.requests > 0.0).collect();
-        let met = busy
-            .iter()
-            .filter(|b| {
-                b.ttft.p95.is_some_and(|t| t <= slo.ttft_seconds)
-                    && b.itl.p95.is_none_or(|t| t <= slo.itl_seconds)
-            })
-            .count();
+        let busy: Vec<&Acc> = self.bins.iter().filter(|b| b.requests > 0.0).collect();
+        let met = busy.iter().filter(|b| window_met(b, slo)).count();
         let summary = Summary {
             window_attainment: (!busy.is_empty()).then(|| met as f64 / busy.len() as f64),
             scale_actions_per_hour: if hours > 0.0 {
@@ -337,6 +332,22 @@ impl Recorder {
         };
         (summary, bins)
     }
+}
+
+/// A bin's p95 TTFT and p95 ITL meet the SLO: at most 5 % of its requests are slower than
+/// it, refused or never served.
+fn window_met(acc: &Acc, slo: Slo) -> bool {
+    let missed = acc.never_served + acc.rejected;
+    let slow = |samples: &[(f64, f64)], limit: f64| -> f64 {
+        samples
+            .iter()
+            .filter(|(v, _)| *v > limit)
+            .map(|(_, w)| w)
+            .sum()
+    };
+    let allowed = 0.05 * acc.requests + 1e-9;
+    missed + slow(&acc.ttft, slo.ttft_seconds) <= allowed
+        && missed + slow(&acc.itl, slo.itl_seconds) <= allowed
 }
 
 fn close(acc: &Acc, start: f64, seconds: f64) -> Bin {

@@ -6,22 +6,26 @@ use std::collections::BTreeMap;
 use mds_sim::{DeploymentKey, World};
 use mds_worker::{MetricsSource, ScrapeError};
 
-/// Every answering Pod's page, by Pod IP.
-pub(crate) struct Pages(BTreeMap<String, String>);
+/// Every answering Pod by its IP; a page is rendered when the sampler fetches it.
+pub(crate) struct Pages<'w> {
+    world: &'w World,
+    namespace: String,
+    pods: BTreeMap<String, String>,
+}
 
-impl Pages {
-    pub(crate) fn of(world: &World, key: &DeploymentKey) -> Pages {
-        let pages = world
+impl<'w> Pages<'w> {
+    pub(crate) fn of(world: &'w World, key: &DeploymentKey) -> Pages<'w> {
+        let pods = world
             .pods(key)
             .into_iter()
             .filter(|p| p.serves_metrics)
-            .filter_map(|p| {
-                let ip = p.pod_ip.clone()?;
-                let name = p.metadata.name.as_deref()?;
-                Some((ip, world.metrics_page(&key.namespace, name)?))
-            })
+            .filter_map(|p| Some((p.pod_ip.clone()?, p.metadata.name.clone()?)))
             .collect();
-        Pages(pages)
+        Pages {
+            world,
+            namespace: key.namespace.clone(),
+            pods,
+        }
     }
 }
 
@@ -32,11 +36,11 @@ fn host(url: &str) -> Option<&str> {
     Some(authority.rsplit_once(':').map_or(authority, |(h, _)| h))
 }
 
-impl MetricsSource for Pages {
+impl MetricsSource for Pages<'_> {
     async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
         host(url)
-            .and_then(|h| self.0.get(h))
-            .cloned()
+            .and_then(|h| self.pods.get(h))
+            .and_then(|name| self.world.metrics_page(&self.namespace, name))
             .ok_or_else(|| ScrapeError::Connect(format!("nothing answers at {url}")))
     }
 }

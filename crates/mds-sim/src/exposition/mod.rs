@@ -28,26 +28,37 @@ pub fn render(state: &EngineState, context: &PageContext) -> String {
 
 /// A number as `prometheus_client` prints it: whole numbers with `.0`, `+Inf`, `NaN`.
 pub(crate) fn number(value: f64) -> String {
+    let mut out = String::new();
+    push_number(&mut out, value);
+    out
+}
+
+/// [`number`] written onto `out` (pages are rendered on every simulated scrape).
+fn push_number(out: &mut String, value: f64) {
+    use std::fmt::Write as _;
     if value.is_nan() {
-        "NaN".into()
+        out.push_str("NaN");
     } else if value.is_infinite() {
-        if value > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        }
+        out.push_str(if value > 0.0 { "+Inf" } else { "-Inf" });
+    } else if value.fract() == 0.0 && value.abs() < 1e15 {
+        let _ = write!(out, "{}.0", value as i64);
     } else if value.fract() == 0.0 && value.abs() < 1e16 {
-        format!("{value:.1}")
+        let _ = write!(out, "{value:.1}");
     } else {
-        format!("{value}")
+        let _ = write!(out, "{value}");
     }
 }
 
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// A label value with `\`, `"` and newlines escaped, written onto `out`.
+fn push_escaped(out: &mut String, value: &str) {
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -64,16 +75,20 @@ impl Page {
     pub(crate) fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
         self.out.push_str(name);
         if !labels.is_empty() {
-            let body: Vec<String> = labels
-                .iter()
-                .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-                .collect();
             self.out.push('{');
-            self.out.push_str(&body.join(","));
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                self.out.push_str(k);
+                self.out.push_str("=\"");
+                push_escaped(&mut self.out, v);
+                self.out.push('"');
+            }
             self.out.push('}');
         }
         self.out.push(' ');
-        self.out.push_str(&number(value));
+        push_number(&mut self.out, value);
         self.out.push('\n');
     }
 

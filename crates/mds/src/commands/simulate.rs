@@ -64,7 +64,7 @@ pub struct Args {
     /// sinusoid:mean=4,amplitude=3,period=1800, flash-crowd:base=2,peak=20,at=900,rise=30,
     /// hold=300,decay=120, on-off:rate=6,on=300,off=600; common keys duration (3600 s),
     /// prompt (1024) and output (256) tokens.
-    #[arg(long, value_name = "PROFILE")]
+    #[arg(long, value_name = "SPEC")]
     pub load: Option<String>,
     /// Keep the trace's requests from this time on (seconds, or 90s, 15m, 1h).
     #[arg(long, value_name = "TIME")]
@@ -429,7 +429,10 @@ fn summary(report: &RunReport, requests: usize) -> String {
         &mut out,
         "minutes within SLO",
         s.window_attainment.map_or("-".into(), |a| {
-            format!("{:.1} % (p95 TTFT and p95 ITL of each minute)", a * 100.0)
+            format!(
+                "{:.1} % (p95 TTFT and p95 ITL of each minute with requests)",
+                a * 100.0
+            )
         }),
     );
     row(

@@ -1,0 +1,125 @@
+//! `cargo bench -p mds-simulate --bench simulate`: one hour of the bundled Azure conversation
+//! trace through one TokenThroughput scaler (the `mds simulate` example), request-level and
+//! fluid, and the fluid world alone without the scaler. Prints the median and best wall time
+//! of several rounds, the real-time factor and the process's peak resident memory.
+//! docs/PERFORMANCE.md records the results.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use mds_sim::load::Trace;
+use mds_simulate::profile::{DEFAULT_PROFILE, profile};
+use mds_simulate::run::{EngineModel, RunOptions, run};
+use serde_json::json;
+
+const TRACE: &str = include_str!("../../../data/traces/azure-2023-conv.csv");
+
+fn scaler() -> mds_api::ModelDeploymentScaler {
+    serde_json::from_value(json!({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
+        "metadata": {"name": "chat", "namespace": "default"},
+        "spec": {"targetRef": {"name": "chat"}, "mode": "Active",
+                 "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
+                 "algorithm": {"type": "TokenThroughput", "tokenThroughput": {
+                     "serverTargetTokensPerSecond": "4000",
+                     "ttftTargetMilliseconds": "500", "itlTargetMilliseconds": "50"}}}
+    }))
+    .expect("the example scaler")
+}
+
+fn target() -> mds_api::target::ModelDeployment {
+    serde_json::from_value(json!({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+        "metadata": {"name": "chat", "namespace": "default"},
+        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
+                 "roles": [{"name": "server", "kind": "Server", "replicas": 2, "instanceType": "h100-pcie"}]}
+    }))
+    .expect("the example target")
+}
+
+/// Seconds per run: median and best of `rounds`, and the simulated seconds of one run.
+fn time(rounds: usize, mut once: impl FnMut() -> f64) -> (f64, f64, f64) {
+    let mut times = Vec::new();
+    let mut simulated = 0.0;
+    for _ in 0..rounds {
+        let started = Instant::now();
+        simulated = once();
+        times.push(started.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    (times[times.len() / 2], times[0], simulated)
+}
+
+fn peak_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn report(case: &str, (median, best, simulated): (f64, f64, f64)) {
+    println!(
+        "{case:<34} median {median:>8.4} s  best {best:>8.4} s  {:>9.0}x real time (median)",
+        simulated / median
+    );
+}
+
+fn main() {
+    let rounds: usize = std::env::var("MDS_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let trace = Arc::new(Trace::parse_azure_csv(TRACE).expect("the bundled trace"));
+    let profile = profile(DEFAULT_PROFILE).expect("the default profile");
+    let only = std::env::var("MDS_BENCH_CASE").ok();
+    for engine in [EngineModel::Request, EngineModel::Fluid] {
+        if only.as_deref().is_some_and(|c| c != engine.as_str()) {
+            continue;
+        }
+        let mut options = RunOptions::new(profile);
+        options.engine = engine;
+        let timing = time(rounds, || {
+            let report = run(
+                scaler(),
+                target(),
+                trace.clone(),
+                "azure-2023-conv",
+                &options,
+                &mut |_| {},
+            )
+            .expect("the run");
+            assert!(report.violations.is_empty());
+            report.inputs.duration_seconds
+        });
+        report(
+            &format!("1 h azure conv, {} engine", engine.as_str()),
+            timing,
+        );
+    }
+    if only.as_deref().is_none_or(|c| c == "world") {
+        let load = trace.to_profile(10.0).expect("a profile");
+        let timing = time(rounds, || world_only(&load));
+        report("1 h azure conv, fluid world alone", timing);
+    }
+    if let Some(kib) = peak_kib() {
+        println!(
+            "peak resident memory of the bench process: {:.1} MiB",
+            kib as f64 / 1024.0
+        );
+    }
+}
+
+/// The fluid world serving the trace on three replicas for an hour, no scaler.
+fn world_only(load: &mds_sim::LoadProfile) -> f64 {
+    use jiff::{SignedDuration, Timestamp};
+    let start = Timestamp::from_second(1_767_225_600).expect("an instant");
+    let mut world = mds_sim::World::new(mds_sim::WorldConfig::default(), start).expect("a world");
+    let mut md = target();
+    md.spec.roles[0].replicas = Some(3);
+    let key = world.apply_deployment(md).expect("the target");
+    world
+        .set_load(&key, "server", load.clone())
+        .expect("the load");
+    let end = start + SignedDuration::from_secs(3600);
+    world.advance_to(end).expect("an hour");
+    3600.0
+}
