@@ -8,7 +8,8 @@
 //!   Kubernetes objects ([`World::deployment`], [`World::pods`], [`World::workloads`],
 //!   [`World::metrics_page`]).
 //! - [`engine`]: the fluid engine model, and beside it the request-level one
-//!   ([`RequestEngine`], not yet used by the world); [`exposition`]: the vLLM and SGLang
+//!   ([`RequestEngine`], which the world runs per instance when a deployment is offered
+//!   requests: [`World::set_requests`]); [`exposition`]: the vLLM and SGLang
 //!   `/metrics` pages.
 //! - [`load`]: offered load over time (constant, steps, ramps, traces), trace transforms and
 //!   synthetic request streams ([`Synthetic`]).
@@ -44,6 +45,7 @@ pub mod engine;
 pub mod exposition;
 pub mod load;
 pub mod objects;
+pub mod profile;
 pub mod rng;
 mod world;
 

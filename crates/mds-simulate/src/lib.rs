@@ -8,7 +8,7 @@
 
 pub mod invariants;
 mod mirror;
-pub mod profile;
+pub use mds_sim::profile;
 pub mod replay;
 pub mod report;
 pub mod run;
@@ -281,13 +281,7 @@ impl Simulation {
     fn world_counts(&self) -> BTreeMap<String, i32> {
         self.world
             .deployment(&self.deployment)
-            .map(|md| {
-                md.spec
-                    .roles
-                    .iter()
-                    .map(|r| (r.name.clone(), r.replicas()))
-                    .collect()
-            })
+            .map(mirror::role_counts)
             .unwrap_or_default()
     }
 

@@ -129,13 +129,16 @@ impl Mirror {
         key: &DeploymentKey,
     ) -> BTreeMap<String, i32> {
         Self::target(cluster, key)
-            .map(|md| {
-                md.spec
-                    .roles
-                    .iter()
-                    .map(|r| (r.name.clone(), r.replicas()))
-                    .collect()
-            })
+            .map(|md| role_counts(&md))
             .unwrap_or_default()
     }
+}
+
+/// Each role's declared replicas.
+pub(crate) fn role_counts(md: &ModelDeployment) -> BTreeMap<String, i32> {
+    md.spec
+        .roles
+        .iter()
+        .map(|r| (r.name.clone(), r.replicas()))
+        .collect()
 }

@@ -13,9 +13,9 @@ use mds_sim::{LoadProfile, RequestServing, RoleSettings, Router, WorldConfig};
 use serde::Serialize;
 
 use crate::invariants::Violation;
-use crate::profile::Profile;
 use crate::report::{Bin, Slo, Summary};
 use crate::{PassRecord, Scenario, SimError, Simulation};
+use mds_sim::profile::Profile;
 
 /// Which engine model serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -98,6 +98,13 @@ pub struct RunReport {
     pub violations: Vec<Violation>,
 }
 
+/// The longest run, in simulated seconds (a week): longer ones are refused, not run for
+/// hours.
+pub const MAX_RUN_SECONDS: f64 = 7.0 * 86_400.0;
+
+/// The longest cold start a run takes (a day).
+pub const MAX_COLD_START_SECONDS: f64 = 86_400.0;
+
 /// Every run starts at this instant (the output is the same whatever the day).
 pub fn start() -> Timestamp {
     Timestamp::from_second(1_767_225_600).expect("a valid instant")
@@ -113,6 +120,19 @@ pub fn run(
     options: &RunOptions,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunReport, SimError> {
+    let end_seconds = trace.duration_seconds() + options.tail.as_secs_f64();
+    if end_seconds.is_nan() || end_seconds > MAX_RUN_SECONDS {
+        return Err(SimError::Input(format!(
+            "the load lasts {:.1} days; a run simulates at most 7 days (cut it with --from and --until)",
+            end_seconds / 86_400.0
+        )));
+    }
+    let cold_start = options.cold_start().as_secs_f64();
+    if !(0.0..=MAX_COLD_START_SECONDS).contains(&cold_start) {
+        return Err(SimError::Input(format!(
+            "a cold start of {cold_start} s; it must be between 0 and one day"
+        )));
+    }
     if target.metadata.namespace.is_none() {
         target.metadata.namespace = Some("default".into());
     }
@@ -173,7 +193,6 @@ pub fn run(
         requests,
         slo: options.slo,
     };
-    let end_seconds = trace.duration_seconds() + options.tail.as_secs_f64();
     let end = start + SignedDuration::from_secs_f64(end_seconds.max(1.0));
     let mut sim = Simulation::new(scenario)?;
     let mut passes = Vec::new();

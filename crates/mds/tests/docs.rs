@@ -1,5 +1,5 @@
 //! The docs run as written. Every `mds` command in a shell block of README.md, docs/REPLAY.md,
-//! docs/reference.md, docs/gitops.md and docs/lab.md runs with the exit status it claims (0 unless a
+//! docs/reference.md, docs/gitops.md, docs/lab.md and docs/simulator.md runs with the exit status it claims (0 unless a
 //! `# exits N` comment says otherwise), every sample marked `<!-- output: mds ARGS -->` appears
 //! in that command's real output, every sample marked `<!-- lines of: FILE -->` is made of lines
 //! of FILE, and no doc points outside the repository.
@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use common::{Scratch, mds, repo, text};
 
 /// The docs whose commands and samples are checked.
-const DOCS: [&str; 5] = [
+const DOCS: [&str; 6] = [
     "README.md",
+    "docs/simulator.md",
     "docs/REPLAY.md",
     "docs/reference.md",
     "docs/gitops.md",

@@ -252,6 +252,9 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
     options.seed = args.seed;
     if let Some(v) = &args.cold_start {
         let seconds = seconds_flag("cold-start", v)?;
+        if seconds > mds_simulate::run::MAX_COLD_START_SECONDS {
+            return Err(bad_flag("cold-start", v, "it must be at most one day"));
+        }
         options.cold_start = Some(SignedDuration::from_secs_f64(seconds));
     }
     let ttft = seconds_flag("slo-ttft", &args.slo_ttft)?;

@@ -32,6 +32,11 @@ pub struct Args {
     /// Seconds from admission until an instance's engine serves.
     #[arg(long, value_name = "SECONDS", default_value_t = 20, value_parser = clap::value_parser!(u16).range(0..=3600))]
     cold_start: u16,
+    /// The engine profile the stand-in's engines serve with (fluid engines with the profile's
+    /// capacities and latencies, as `mds simulate --engine fluid` runs them); `mds simulate
+    /// --profile list` lists them.
+    #[arg(long, value_name = "NAME", default_value = mds_sim::profile::DEFAULT_PROFILE)]
+    profile: String,
     /// Put the scrape annotations on every member of a multi-Pod replica, not only on member 0
     /// (as some GPUStack revisions may). With leader-served parallelism (the default for
     /// `size` above 1) the other members still never answer; with data parallelism
@@ -83,6 +88,7 @@ struct Plan {
     loads: Vec<(String, LoadRule)>,
     quotas: BTreeMap<String, u32>,
     cold_start: u16,
+    profile: mds_sim::profile::Profile,
     annotate_every_member: bool,
 }
 
@@ -103,7 +109,10 @@ impl Plan {
             quotas.insert(kind, gpus);
         }
         check_kubeconfig_path(&args.kubeconfig)?;
+        let profile =
+            mds_sim::profile::profile(&args.profile).map_err(|e| format!("--profile: {e}"))?;
         Ok(Plan {
+            profile,
             kubeconfig: args.kubeconfig.clone(),
             loads,
             quotas,
@@ -127,6 +136,10 @@ impl Plan {
             out.push_str(&format!("quota: {kind} {gpus} GPUs\n"));
         }
         out.push_str(&format!("cold start: {} s\n", self.cold_start));
+        out.push_str(&format!(
+            "engines: {} (fluid), as mds simulate --engine fluid serves it\n",
+            self.profile.name
+        ));
         if self.annotate_every_member {
             out.push_str("scrape annotations: on every member\n");
         }
@@ -191,6 +204,9 @@ async fn serve(plan: Plan) -> Result<(), String> {
     );
     let mut world = mds_lab::WorldConfig::default();
     world.default_role.cold_start = SignedDuration::from_secs(i64::from(plan.cold_start));
+    // The engines serve with the profile `mds simulate` uses, so the lab matches it.
+    world.default_role.engine = plan.profile.fluid;
+    world.default_role.request_profile = plan.profile.request;
     world.annotate_non_leaders = plan.annotate_every_member;
     let options = LabOptions {
         standin: StandInOptions {

@@ -1,9 +1,11 @@
 //! Named engine profiles: one model on one GPU shape under one engine version, for both engine
-//! models, with the cold start its Pods take. docs/simulator.md gives every constant's source.
+//! models, with the cold start its Pods take. `mds simulate` and `mds lab up` serve from them;
+//! docs/simulator.md gives every constant's source.
 
 use jiff::SignedDuration;
-use mds_sim::EngineProfile;
-use mds_sim::engine::request::{CostModel, RequestProfile, SchedulerLimits};
+
+use crate::engine::EngineProfile;
+use crate::engine::request::{CostModel, RequestProfile, SchedulerLimits};
 
 /// A model served on a GPU shape.
 #[derive(Clone, Copy, Debug, PartialEq)]
