@@ -118,7 +118,7 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
             "--slo-ttft \"0\": it must be positive",
         ),
         (
-            vec!["--rate", "-1"],
+            vec!["--rate=-1"],
             "--rate \"-1\": it must be a positive number",
         ),
         (
