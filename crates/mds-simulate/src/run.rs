@@ -122,9 +122,14 @@ pub fn run(
 ) -> Result<RunReport, SimError> {
     let end_seconds = trace.duration_seconds() + options.tail.as_secs_f64();
     if end_seconds.is_nan() || end_seconds > MAX_RUN_SECONDS {
+        let days = end_seconds / 86_400.0;
+        let length = if days < 1e6 {
+            format!("{days:.1} days")
+        } else {
+            "over a million days".to_string()
+        };
         return Err(SimError::Input(format!(
-            "the load lasts {:.1} days; a run simulates at most 7 days (cut it with --from and --until)",
-            end_seconds / 86_400.0
+            "the load lasts {length}; a run simulates at most 7 days (cut it with --from and --until)"
         )));
     }
     let cold_start = options.cold_start().as_secs_f64();
