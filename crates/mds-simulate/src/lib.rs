@@ -8,6 +8,7 @@
 
 pub mod invariants;
 mod mirror;
+pub mod oracle;
 pub use mds_sim::profile;
 pub mod replay;
 pub mod report;

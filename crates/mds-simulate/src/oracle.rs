@@ -1,0 +1,301 @@
+//! The bounds every scaler is measured against, from the demand alone: static peak
+//! provisioning, Oracle A (zero cold start, a lower bound on GPU-hours) and Oracle B (the
+//! clairvoyant scaler that pays for its cold starts). Pure: demand in, replicas and GPU-hours
+//! out.
+//!
+//! Demand is tokens per second per bin, as the token algorithms count it: cache-missed prompt
+//! tokens for a prefill role, generated tokens for a decode role, both for a server role; each
+//! request counts in the bin it arrives in. A role needs `max(min, ceil(demand / capacity))`
+//! replicas in a bin, at most `max`.
+//!
+//! Oracle B, per replica: the k-th replica is needed over the bins where the role needs at
+//! least k. It starts one cold start before each stretch it is needed (paying for the start)
+//! and is released only when the gap to its next stretch is longer than a cold start; so a
+//! gap costs `min(gap, cold start)`, and a stretch starting at `t` costs `min(t, cold start)`
+//! before it (replicas needed at time 0 are warm, as the simulator's initial ones are).
+//! Replicas nest (the k-th is needed only where the (k-1)-th is), so choosing per replica is
+//! optimal for one role. Ratio bands and a GPU budget across roles are not applied here.
+
+use mds_api::target::RoleKind;
+use mds_sim::load::Trace;
+use serde::Serialize;
+
+/// One role's demand and what it may have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoleDemand {
+    /// Tokens per second in each bin.
+    pub tokens_per_second: Vec<f64>,
+    /// Tokens per second one replica serves.
+    pub capacity: f64,
+    pub min: i32,
+    pub max: i32,
+    pub gpus_per_replica: u32,
+}
+
+/// A bound's replicas per bin and its GPU-hours.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Bound {
+    pub replicas: Vec<i32>,
+    pub gpu_hours: f64,
+}
+
+/// Tokens per second per bin of `bin_seconds` that a role of `kind` serves, over `duration`
+/// seconds.
+pub fn demand(trace: &Trace, kind: &RoleKind, bin_seconds: f64, duration: f64) -> Vec<f64> {
+    let bins = (duration / bin_seconds).ceil().max(1.0) as usize;
+    let mut tokens = vec![0.0; bins];
+    for r in &trace.requests {
+        let index = ((r.at_seconds / bin_seconds) as usize).min(bins - 1);
+        let missed = f64::from(r.prompt_tokens.saturating_sub(r.prefix_hit_tokens));
+        let output = f64::from(r.output_tokens);
+        tokens[index] += match kind {
+            RoleKind::Prefill | RoleKind::Encode => missed,
+            RoleKind::Decode => output,
+            RoleKind::Server | RoleKind::Unknown(_) => missed + output,
+        };
+    }
+    tokens.iter().map(|t| t / bin_seconds).collect()
+}
+
+impl RoleDemand {
+    /// Replicas needed in each bin.
+    pub fn needed(&self) -> Vec<i32> {
+        self.tokens_per_second
+            .iter()
+            .map(|d| {
+                let n = if self.capacity > 0.0 {
+                    (d / self.capacity).ceil()
+                } else {
+                    f64::from(self.max)
+                };
+                (n.min(f64::from(self.max)) as i32)
+                    .max(self.min)
+                    .min(self.max)
+            })
+            .collect()
+    }
+
+    fn hours(&self, replica_seconds: f64) -> f64 {
+        replica_seconds * f64::from(self.gpus_per_replica) / 3600.0
+    }
+}
+
+/// Static peak: the replicas of the busiest window of `window_bins` bins, all run long.
+pub fn static_peak(role: &RoleDemand, bin_seconds: f64, window_bins: usize) -> Bound {
+    let window = window_bins.max(1);
+    let peak_demand = role
+        .tokens_per_second
+        .chunks(window)
+        .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+        .fold(0.0, f64::max);
+    let peak = RoleDemand {
+        tokens_per_second: vec![peak_demand],
+        ..role.clone()
+    }
+    .needed()[0];
+    let bins = role.tokens_per_second.len();
+    Bound {
+        replicas: vec![peak; bins],
+        gpu_hours: role.hours(f64::from(peak) * bins as f64 * bin_seconds),
+    }
+}
+
+/// Oracle A: exactly the replicas each bin needs, started and stopped for free.
+pub fn oracle_a(role: &RoleDemand, bin_seconds: f64) -> Bound {
+    let replicas = role.needed();
+    let seconds: f64 = replicas.iter().map(|&n| f64::from(n) * bin_seconds).sum();
+    Bound {
+        gpu_hours: role.hours(seconds),
+        replicas,
+    }
+}
+
+/// Oracle B: the clairvoyant scaler that pays for its cold starts (module documentation).
+/// `replicas` is what it holds per bin (needed, starting, or kept through a short gap).
+pub fn oracle_b(role: &RoleDemand, bin_seconds: f64, cold_start_seconds: f64) -> Bound {
+    let needed = role.needed();
+    let bins = needed.len();
+    let top = needed.iter().copied().max().unwrap_or(0).max(0);
+    let cold_bins = (cold_start_seconds / bin_seconds).ceil() as usize;
+    let mut held = vec![0_i32; bins];
+    let mut seconds = 0.0;
+    for k in 1..=top {
+        let mut stretches: Vec<(usize, usize)> = Vec::new();
+        let mut i = 0;
+        while i < bins {
+            if needed[i] >= k {
+                let start = i;
+                while i < bins && needed[i] >= k {
+                    i += 1;
+                }
+                stretches.push((start, i));
+            } else {
+                i += 1;
+            }
+        }
+        let mut previous_end: Option<usize> = None;
+        for &(start, end) in &stretches {
+            let (lead_from, lead_seconds) = match previous_end {
+                // Released after the last stretch only when the gap is longer than a cold start.
+                Some(prev) => {
+                    let gap = (start - prev) as f64 * bin_seconds;
+                    if gap <= cold_start_seconds {
+                        (prev, gap)
+                    } else {
+                        (start.saturating_sub(cold_bins), cold_start_seconds)
+                    }
+                }
+                None => {
+                    let lead = (start as f64 * bin_seconds).min(cold_start_seconds);
+                    (start.saturating_sub(cold_bins), lead)
+                }
+            };
+            seconds += lead_seconds + (end - start) as f64 * bin_seconds;
+            for h in &mut held[lead_from..end] {
+                *h += 1;
+            }
+            previous_end = Some(end);
+        }
+    }
+    Bound {
+        replicas: held,
+        gpu_hours: role.hours(seconds),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 10 s bins of demand where one replica serves 100 tokens/s.
+    fn role(replicas_needed: &[i32]) -> RoleDemand {
+        RoleDemand {
+            tokens_per_second: replicas_needed
+                .iter()
+                .map(|&n| f64::from(n) * 100.0)
+                .collect(),
+            capacity: 100.0,
+            min: 1,
+            max: 8,
+            gpus_per_replica: 1,
+        }
+    }
+
+    fn seconds(bound: &Bound) -> f64 {
+        (bound.gpu_hours * 3600.0).round()
+    }
+
+    #[test]
+    fn a_burst_costs_its_cold_start_and_short_gaps_are_bridged() {
+        // 1 replica for 300 s, 3 between 100 and 200 s: A pays 300 + 2 × 100 replica-seconds;
+        // B also pays a 60 s start for each of the two extra replicas.
+        let mut needed = vec![1; 30];
+        needed[10..20].fill(3);
+        let r = role(&needed);
+        assert_eq!(seconds(&oracle_a(&r, 10.0)), 500.0);
+        let b = oracle_b(&r, 10.0, 60.0);
+        assert_eq!(seconds(&b), 620.0);
+        assert_eq!(b.replicas[4], 3, "started a cold start ahead");
+        assert_eq!(b.replicas[3], 1);
+        // Two bursts 30 s apart: the extra replica is kept through the gap (30 < 60).
+        let mut needed = vec![1; 30];
+        needed[10..15].fill(2);
+        needed[18..25].fill(2);
+        let b = oracle_b(&role(&needed), 10.0, 60.0);
+        assert_eq!(seconds(&b), 300.0 + 60.0 + 150.0);
+        assert!(b.replicas[15..18].iter().all(|&n| n == 2));
+        // 90 s apart: released and started again.
+        let mut needed = vec![1; 40];
+        needed[5..10].fill(2);
+        needed[19..25].fill(2);
+        let b = oracle_b(&role(&needed), 10.0, 60.0);
+        assert_eq!(seconds(&b), 400.0 + (50.0 + 50.0) + (60.0 + 60.0));
+    }
+
+    #[test]
+    fn oracle_a_bounds_oracle_b_which_bounds_static_peak_and_bounds_hold() {
+        let needed = [1, 2, 5, 9, 3, 1, 1, 4, 4, 2];
+        let r = role(&needed);
+        let (a, b, peak) = (
+            oracle_a(&r, 10.0),
+            oracle_b(&r, 10.0, 20.0),
+            static_peak(&r, 10.0, 1),
+        );
+        assert!(a.gpu_hours <= b.gpu_hours && b.gpu_hours <= peak.gpu_hours);
+        assert_eq!(a.replicas[3], 8, "capped at max");
+        assert_eq!(peak.replicas[0], 8);
+        assert!(b.replicas.iter().zip(&a.replicas).all(|(b, a)| b >= a));
+        // With no cold start B is A.
+        assert_eq!(oracle_b(&r, 10.0, 0.0).gpu_hours, a.gpu_hours);
+    }
+
+    #[test]
+    fn demand_counts_what_each_kind_serves() {
+        use mds_sim::load::TraceRequest;
+        let trace = Trace {
+            requests: vec![TraceRequest {
+                at_seconds: 12.0,
+                prompt_tokens: 1000,
+                output_tokens: 200,
+                prefix_hit_tokens: 400,
+                block_hashes: None,
+            }],
+        };
+        assert_eq!(
+            demand(&trace, &RoleKind::Prefill, 10.0, 30.0),
+            vec![0.0, 60.0, 0.0]
+        );
+        assert_eq!(
+            demand(&trace, &RoleKind::Decode, 10.0, 30.0),
+            vec![0.0, 20.0, 0.0]
+        );
+        assert_eq!(
+            demand(&trace, &RoleKind::Server, 10.0, 30.0),
+            vec![0.0, 80.0, 0.0]
+        );
+    }
+
+    /// The cheapest way to hold one replica over `needed` bins, by trying every set of bins
+    /// it runs in: a run costs its length plus, unless it starts at bin 0, its start-up
+    /// (`min(start, cold start)`, the part of a cold start after time 0).
+    fn brute_force_layer(needed: &[bool], bin: f64, cold: f64) -> f64 {
+        let n = needed.len();
+        let mut best = f64::INFINITY;
+        for mask in 0u32..(1 << n) {
+            let on = |i: usize| mask & (1 << i) != 0;
+            if (0..n).any(|i| needed[i] && !on(i)) {
+                continue;
+            }
+            let mut cost = 0.0;
+            for i in 0..n {
+                if on(i) {
+                    cost += bin;
+                    if i > 0 && !on(i - 1) {
+                        cost += (i as f64 * bin).min(cold);
+                    }
+                }
+            }
+            best = best.min(cost);
+        }
+        best
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn oracle_b_is_the_cheapest_schedule_per_replica(
+            needed in proptest::collection::vec(1i32..=3, 1..=9),
+            cold_bins in 0usize..5,
+        ) {
+            let r = RoleDemand { min: 1, max: 3, ..role(&needed) };
+            let (bin, cold) = (10.0, cold_bins as f64 * 10.0);
+            let b = seconds(&oracle_b(&r, bin, cold));
+            let brute: f64 = (1..=3)
+                .map(|k| {
+                    let layer: Vec<bool> = needed.iter().map(|&n| n >= k).collect();
+                    if layer.iter().any(|&x| x) { brute_force_layer(&layer, bin, cold) } else { 0.0 }
+                })
+                .sum();
+            proptest::prop_assert_eq!(b, brute.round());
+        }
+    }
+}
