@@ -13,6 +13,7 @@ use mds_sim::{LoadProfile, RequestServing, RoleSettings, Router, WorldConfig};
 use serde::Serialize;
 
 use crate::invariants::Violation;
+use crate::oracle::{self, RoleDemand};
 use crate::report::{Bin, Slo, Summary};
 use crate::{PassRecord, Scenario, SimError, Simulation};
 use mds_sim::profile::Profile;
@@ -88,11 +89,24 @@ pub struct Inputs {
     pub version: String,
 }
 
+/// What the demand alone allows, for the token algorithms (module `oracle`): GPU-hours of
+/// static peak provisioning, of Oracle A (no cold start) and of Oracle B (clairvoyant, paying
+/// for its cold starts), per-replica capacities from the scaler's targets, bounds honoured,
+/// ratio bands and quota not applied.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Bounds {
+    pub static_peak_gpu_hours: f64,
+    pub oracle_a_gpu_hours: f64,
+    pub oracle_b_gpu_hours: f64,
+}
+
 /// Everything a run reports.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunReport {
     pub inputs: Inputs,
     pub summary: Summary,
+    /// `None` for a Proportional scaler (its target is not a token capacity).
+    pub bounds: Option<Bounds>,
     pub bins: Vec<Bin>,
     pub passes: Vec<PassRecord>,
     pub violations: Vec<Violation>,
@@ -160,6 +174,7 @@ pub fn run(
         .iter()
         .map(|r| (r.name.clone(), (settings, fluid_load.clone())))
         .collect();
+    let bounds = bounds(&scaler, &target, &trace, options, end_seconds);
     let requests = (options.engine == EngineModel::Request).then(|| {
         (
             trace.clone(),
@@ -215,8 +230,62 @@ pub fn run(
             ..inputs
         },
         summary,
+        bounds,
         bins,
         passes,
         violations,
     })
+}
+
+/// The oracles' GPU-hours over `duration` seconds, from the scaler's token capacities.
+fn bounds(
+    scaler: &ModelDeploymentScaler,
+    target: &ModelDeployment,
+    trace: &Trace,
+    options: &RunOptions,
+    duration: f64,
+) -> Option<Bounds> {
+    use mds_planner::policy::AlgorithmPolicy;
+    let kinds = target
+        .spec
+        .roles
+        .iter()
+        .map(|r| (r.name.clone(), r.kind()))
+        .collect();
+    let policy = mds_planner::Policy::from_spec(&scaler.spec, &kinds).ok()?;
+    let capacities = match &policy.algorithm {
+        AlgorithmPolicy::TokenThroughput(t) => t.capacities,
+        AlgorithmPolicy::Predictive(p) => p.capacities,
+        AlgorithmPolicy::Proportional { .. } => return None,
+    };
+    const BIN: f64 = 10.0;
+    let cold = options.cold_start().as_secs_f64();
+    let mut out = Bounds {
+        static_peak_gpu_hours: 0.0,
+        oracle_a_gpu_hours: 0.0,
+        oracle_b_gpu_hours: 0.0,
+    };
+    for role in &policy.roles {
+        let size = target
+            .spec
+            .roles
+            .iter()
+            .find(|r| r.name == role.name)
+            .map_or(1, |r| r.size().clamp(1, 64) as u32);
+        let capacity = capacities.for_kind(&role.kind);
+        let demand = RoleDemand {
+            tokens_per_second: match capacity {
+                Some(_) => oracle::demand(trace, &role.kind, BIN, duration),
+                None => vec![0.0; (duration / BIN).ceil().max(1.0) as usize],
+            },
+            capacity: capacity.unwrap_or(1.0),
+            min: role.min,
+            max: role.max,
+            gpus_per_replica: size * options.profile.gpus_per_pod,
+        };
+        out.static_peak_gpu_hours += oracle::static_peak(&demand, BIN, 6).gpu_hours;
+        out.oracle_a_gpu_hours += oracle::oracle_a(&demand, BIN).gpu_hours;
+        out.oracle_b_gpu_hours += oracle::oracle_b(&demand, BIN, cold).gpu_hours;
+    }
+    Some(out)
 }

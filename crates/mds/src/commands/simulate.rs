@@ -459,6 +459,19 @@ fn summary(report: &RunReport, requests: usize) -> String {
         ),
     );
     row(&mut out, "GPU-hours", format!("{:.2}", t.gpu_hours));
+    if let Some(b) = &report.bounds {
+        row(
+            &mut out,
+            "GPU-hours bounds",
+            format!(
+                "Oracle A {:.2}, Oracle B {:.2} (this run {:.2}x), static peak {:.2}",
+                b.oracle_a_gpu_hours,
+                b.oracle_b_gpu_hours,
+                t.gpu_hours / b.oracle_b_gpu_hours.max(1e-9),
+                b.static_peak_gpu_hours
+            ),
+        );
+    }
     for (role, r) in &s.replica_stats {
         row(
             &mut out,

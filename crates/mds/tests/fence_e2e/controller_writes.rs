@@ -58,7 +58,11 @@ async fn the_controllers_commit_passes_the_fence_as_its_service_account() {
     let binding = annotations(&committed)[BINDING_ANNOTATION].clone();
     assert_eq!(decision(&committed).term, 1, "under the binding's term");
     assert!(engine.scrapes() >= 2, "a rate window needs two scrapes");
-    assert!(controller.telemetry.commits.get() >= 1);
+    // A pass counts its commit when it ends, after the write: the commit can be seen first.
+    eventually("the controller counts its commit", || async {
+        (controller.telemetry.commits.get() >= 1).then_some(())
+    })
+    .await;
     assert_eq!(controller.write_failures("commit", "refused"), 0);
     assert_eq!(controller.write_failures("bind", "refused"), 0);
 
