@@ -98,6 +98,8 @@ pub struct Simulation {
     unrouted_seen: BTreeMap<String, f64>,
     /// Requests are served request by request (else by the fluid engines).
     request_level: bool,
+    /// Roles whose engines complete requests (not prefill or encode), for the fluid count.
+    completing_roles: Vec<String>,
 }
 
 impl Simulation {
@@ -151,6 +153,13 @@ impl Simulation {
                 })?;
         let stored: ModelDeployment = serde_json::from_value(stored)
             .map_err(|e| SimError::Input(format!("the stored target does not parse: {e}")))?;
+        let completing_roles = stored
+            .spec
+            .roles
+            .iter()
+            .filter(|r| WorkKind::of(&r.kind()) != WorkKind::Prefill)
+            .map(|r| r.name.clone())
+            .collect();
         let deployment = world.apply_deployment(stored)?;
         for (role, (settings, _)) in &roles {
             world.set_role_settings(&deployment, role, *settings)?;
@@ -192,6 +201,7 @@ impl Simulation {
             violations: Vec::new(),
             unrouted_seen: BTreeMap::new(),
             request_level,
+            completing_roles,
         })
     }
 
@@ -253,29 +263,14 @@ impl Simulation {
                 Some(last.itl_mean_seconds),
             );
         }
-        for role in self.completing_roles() {
-            let total = self.world.unserved(&self.deployment, &role).requests;
+        for role in &self.completing_roles {
+            let total = self.world.unserved(&self.deployment, role).requests;
             let seen = self
                 .unrouted_seen
                 .insert(role.clone(), total)
                 .unwrap_or(0.0);
             self.recorder.fluid_unrouted(t0, total - seen);
         }
-    }
-
-    /// Roles whose engines complete requests (not prefill or encode).
-    fn completing_roles(&self) -> Vec<String> {
-        self.world
-            .deployment(&self.deployment)
-            .map(|md| {
-                md.spec
-                    .roles
-                    .iter()
-                    .filter(|r| WorkKind::of(&r.kind()) != WorkKind::Prefill)
-                    .map(|r| r.name.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 
     /// The target's counts as the world holds them.
@@ -367,7 +362,15 @@ impl Simulation {
         // The operator's own schedule decides when the next pass is due: the interval,
         // brought forward to the core's `wake_at` but not within its floor. A change seen
         // between passes does not bring one forward here (every fingerprint is the same).
-        let interval = self.interval();
+        // The scaler's interval as the pass read it (a pass writes status, not spec).
+        let interval = std::time::Duration::from_secs(
+            scaler
+                .as_ref()
+                .map_or(values::INTERVAL_SECONDS as i64, |s| {
+                    s.spec.interval_seconds()
+                })
+                .max(1) as u64,
+        );
         self.schedule.ran(now, false, Fingerprint::default());
         self.schedule.wake(report.wake_at);
         self.next_pass = match self.schedule.next(now, interval, &Fingerprint::default()) {
@@ -389,19 +392,6 @@ impl Simulation {
                 .map(|r| (r.name.clone(), (r.raw, r.reason.as_str().to_string())))
                 .collect(),
         })
-    }
-
-    /// The scaler's sampling interval as it stands in the cluster (the spec's default when
-    /// unset).
-    fn interval(&self) -> std::time::Duration {
-        let seconds = self
-            .cluster
-            .get(Kind::Scaler, &self.key.namespace, &self.key.name)
-            .and_then(|doc| serde_json::from_value::<ModelDeploymentScaler>(doc).ok())
-            .map_or(values::INTERVAL_SECONDS as i64, |s| {
-                s.spec.interval_seconds()
-            });
-        std::time::Duration::from_secs(seconds.max(1) as u64)
     }
 }
 

@@ -117,7 +117,9 @@ pub struct Recorder {
     last_change: BTreeMap<String, (f64, bool)>,
     replica_seconds: BTreeMap<String, (i32, i32, f64)>,
     replicas: BTreeMap<String, i32>,
-    counts: [f64; 4],
+    finished: f64,
+    unrouted: f64,
+    lost: f64,
 }
 
 impl Recorder {
@@ -130,7 +132,9 @@ impl Recorder {
             last_change: BTreeMap::new(),
             replica_seconds: BTreeMap::new(),
             replicas: BTreeMap::new(),
-            counts: [0.0; 4],
+            finished: 0.0,
+            unrouted: 0.0,
+            lost: 0.0,
         }
     }
 
@@ -186,13 +190,12 @@ impl Recorder {
     /// A request's end.
     pub fn served(&mut self, r: &ServedRequest) {
         let slo = self.slo;
-        let index = match r.outcome {
-            ServedOutcome::Finished => 0,
-            ServedOutcome::Unrouted => 1,
-            ServedOutcome::Lost => 2,
-            ServedOutcome::Rejected => 3,
-        };
-        self.counts[index] += 1.0;
+        match r.outcome {
+            ServedOutcome::Finished => self.finished += 1.0,
+            ServedOutcome::Unrouted => self.unrouted += 1.0,
+            ServedOutcome::Lost => self.lost += 1.0,
+            ServedOutcome::Rejected => {}
+        }
         let bin = self.bin(r.arrival);
         bin.requests += 1.0;
         match r.outcome {
@@ -221,7 +224,7 @@ impl Recorder {
             return;
         }
         let slo = self.slo;
-        self.counts[0] += requests;
+        self.finished += requests;
         let bin = self.bin(t);
         bin.requests += requests;
         if ttft <= slo.ttft_seconds && itl.is_none_or(|i| i <= slo.itl_seconds) {
@@ -236,7 +239,7 @@ impl Recorder {
     /// Fluid-engine load offered while nothing was routed.
     pub fn fluid_unrouted(&mut self, t: f64, requests: f64) {
         if requests > 0.0 {
-            self.counts[1] += requests;
+            self.unrouted += requests;
             let bin = self.bin(t);
             bin.requests += requests;
             bin.never_served += requests;
@@ -324,9 +327,9 @@ impl Recorder {
                     (role.clone(), ReplicaStats { min, max, mean })
                 })
                 .collect(),
-            finished: self.counts[0],
-            unrouted: self.counts[1],
-            lost: self.counts[2],
+            finished: self.finished,
+            unrouted: self.unrouted,
+            lost: self.lost,
             unfinished_at_end: unfinished.len() as f64,
             totals,
         };

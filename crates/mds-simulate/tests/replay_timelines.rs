@@ -184,19 +184,22 @@ fn line() -> impl Strategy<Value = (u32, String)> {
         })
 }
 
+/// Joins lines, giving each line that left `t` to us (`"t":null`) the running sum of steps.
+fn with_times(lines: Vec<(u32, String)>) -> String {
+    let mut t = 0u32;
+    lines
+        .into_iter()
+        .map(|(step, text)| {
+            t += step;
+            text.replacen("\"t\":null", &format!("\"t\":{t}"), 1)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Lines with increasing times where the line left `t` to us.
 fn timeline() -> impl Strategy<Value = String> {
-    proptest::collection::vec(line(), 0..40).prop_map(|lines| {
-        let mut t = 0u32;
-        lines
-            .into_iter()
-            .map(|(step, text)| {
-                t += step;
-                text.replacen("\"t\":null", &format!("\"t\":{t}"), 1)
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    })
+    proptest::collection::vec(line(), 0..40).prop_map(with_times)
 }
 
 /// A line that breaks no rule, with values anywhere in their allowed ranges.
@@ -314,17 +317,7 @@ fn valid_line() -> impl Strategy<Value = (u32, String)> {
 }
 
 fn valid_timeline() -> impl Strategy<Value = String> {
-    proptest::collection::vec(valid_line(), 1..60).prop_map(|lines| {
-        let mut t = 0u32;
-        lines
-            .into_iter()
-            .map(|(step, text)| {
-                t += step;
-                text.replacen("\"t\":null", &format!("\"t\":{t}"), 1)
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    })
+    proptest::collection::vec(valid_line(), 1..60).prop_map(with_times)
 }
 
 proptest! {

@@ -287,11 +287,13 @@ pub(crate) fn serve(dep: &mut Deployment, load: &mut RequestLoad, to: f64) {
     }
     if let Some(role) = dep.roles.get_mut(&entry) {
         for finished in run_role(role, to) {
-            let decode_next =
-                matches!(path, Some(Path::Disaggregated { .. })) && finished.output_tokens == 1;
-            let handoff = load.in_flight.get(&finished.id).is_some_and(|f| {
-                decode_next && f.output > 1 && finished.outcome == Outcome::Finished
-            });
+            // A disaggregated request with more than one output token goes on to decode.
+            let handoff = matches!(path, Some(Path::Disaggregated { .. }))
+                && finished.outcome == Outcome::Finished
+                && load
+                    .in_flight
+                    .get(&finished.id)
+                    .is_some_and(|f| f.output > 1);
             if handoff {
                 let f = &load.in_flight[&finished.id];
                 load.handoffs.push(Handoff {

@@ -13,7 +13,7 @@ use jiff::SignedDuration;
 use mds_sim::Router;
 use mds_sim::load::{Synthetic, Trace, parse_seconds};
 use mds_simulate::profile::{DEFAULT_PROFILE, profile, profiles};
-use mds_simulate::report::Slo;
+use mds_simulate::report::{Percentiles, Slo};
 use mds_simulate::run::{EngineModel, RunOptions, RunReport, run};
 
 use super::inputs::{Admitted, Stop, UNUSABLE, admitted, documents, unusable};
@@ -384,6 +384,10 @@ fn ms(seconds: Option<f64>) -> String {
     seconds.map_or("-".into(), |s| format!("{:.0}", s * 1000.0))
 }
 
+fn percentiles(p: &Percentiles) -> String {
+    format!("{} / {} / {} ms", ms(p.p50), ms(p.p95), ms(p.p99))
+}
+
 fn summary(report: &RunReport, requests: usize) -> String {
     let i = &report.inputs;
     let s = &report.summary;
@@ -438,26 +442,8 @@ fn summary(report: &RunReport, requests: usize) -> String {
             )
         }),
     );
-    row(
-        &mut out,
-        "TTFT p50/p95/p99",
-        format!(
-            "{} / {} / {} ms",
-            ms(t.ttft.p50),
-            ms(t.ttft.p95),
-            ms(t.ttft.p99)
-        ),
-    );
-    row(
-        &mut out,
-        "ITL p50/p95/p99",
-        format!(
-            "{} / {} / {} ms",
-            ms(t.itl.p50),
-            ms(t.itl.p95),
-            ms(t.itl.p99)
-        ),
-    );
+    row(&mut out, "TTFT p50/p95/p99", percentiles(&t.ttft));
+    row(&mut out, "ITL p50/p95/p99", percentiles(&t.itl));
     row(&mut out, "GPU-hours", format!("{:.2}", t.gpu_hours));
     if let Some(b) = &report.bounds {
         row(
