@@ -9,6 +9,7 @@
 pub mod invariants;
 mod mirror;
 pub mod oracle;
+pub mod peers;
 pub use mds_sim::profile;
 pub mod replay;
 pub mod report;
