@@ -9,6 +9,7 @@
 pub mod invariants;
 mod mirror;
 pub mod oracle;
+mod peer_drive;
 pub mod peers;
 pub use mds_sim::profile;
 pub mod replay;
@@ -36,6 +37,8 @@ use serde::Serialize;
 
 use invariants::{PassFacts, Violation};
 use mirror::Mirror;
+use peer_drive::{PeerDriver, gpu_budget, role_shapes};
+use peers::Peer;
 use report::{Bin, Recorder, Slo, Summary};
 use source::Pages;
 
@@ -82,6 +85,14 @@ pub struct Scenario {
     pub slo: Slo,
 }
 
+/// Who writes the target's counts.
+enum Controller {
+    /// The operator's own worker, on the operator's own schedule.
+    Mds { worker: Worker, schedule: Schedule },
+    /// A peer autoscaler (module `peers`).
+    Peer(PeerDriver),
+}
+
 /// A run in progress.
 pub struct Simulation {
     world: World,
@@ -89,10 +100,9 @@ pub struct Simulation {
     mirror: Mirror,
     key: ScalerKey,
     deployment: DeploymentKey,
-    worker: Worker,
+    controller: Controller,
     start: Timestamp,
     next_pass: Timestamp,
-    schedule: Schedule,
     recorder: Recorder,
     violations: Vec<Violation>,
     /// Fluid load offered while nothing was routed, as last seen, per role.
@@ -104,7 +114,18 @@ pub struct Simulation {
 }
 
 impl Simulation {
+    /// The operator's worker scales the target.
     pub fn new(scenario: Scenario) -> Result<Simulation, SimError> {
+        Simulation::build(scenario, None)
+    }
+
+    /// `peer` scales the target instead, within the scaler's bounds (the rest of the scaler
+    /// is not used).
+    pub fn with_peer(scenario: Scenario, peer: Box<dyn Peer>) -> Result<Simulation, SimError> {
+        Simulation::build(scenario, Some(peer))
+    }
+
+    fn build(scenario: Scenario, peer: Option<Box<dyn Peer>>) -> Result<Simulation, SimError> {
         let Scenario {
             config,
             start,
@@ -133,7 +154,7 @@ impl Simulation {
             .unwrap_or(config.default_role.cold_start)
             + SignedDuration::from_secs(30);
         let mut world = World::new(config, start - warmup)?;
-        for (instance_type, gpus) in quota {
+        for (instance_type, gpus) in quota.clone() {
             world.set_quota(&instance_type, gpus);
         }
         let namespace = target
@@ -161,6 +182,8 @@ impl Simulation {
             .filter(|r| WorkKind::of(&r.kind()) != WorkKind::Prefill)
             .map(|r| r.name.clone())
             .collect();
+        let budget = gpu_budget(&stored, &quota);
+        let shapes = role_shapes(&scaler, &stored, &roles);
         let deployment = world.apply_deployment(stored)?;
         for (role, (settings, _)) in &roles {
             world.set_role_settings(&deployment, role, *settings)?;
@@ -188,17 +211,23 @@ impl Simulation {
             .unwrap_or_default()
             .to_string();
         let key = ScalerKey { namespace, name };
+        let controller = match peer {
+            None => Controller::Mds {
+                worker: Worker::new(key.clone()),
+                schedule: Schedule::new(start),
+            },
+            Some(peer) => Controller::Peer(PeerDriver::new(peer, shapes, budget, start)),
+        };
         Ok(Simulation {
             world,
             cluster,
             mirror: Mirror::default(),
-            worker: Worker::new(key.clone()),
+            controller,
             key,
             deployment,
             start,
             next_pass: start,
-            schedule: Schedule::new(start),
-            recorder: Recorder::new(slo, 60.0, cold_start.as_secs_f64()),
+            recorder: Recorder::new(slo, 60.0, cold_start.as_secs_f64(), budget),
             violations: Vec::new(),
             unrouted_seen: BTreeMap::new(),
             request_level,
@@ -318,7 +347,11 @@ impl Simulation {
         while self.next_pass < end {
             let now = self.next_pass;
             self.advance_world(now)?;
-            records.push(self.pass(now)?);
+            let record = match self.controller {
+                Controller::Mds { .. } => Some(self.pass(now)?),
+                Controller::Peer(_) => self.peer_pass(now)?,
+            };
+            records.extend(record);
         }
         self.advance_world(end)?;
         Ok(records)
@@ -338,7 +371,12 @@ impl Simulation {
             .instances(&self.deployment)
             .iter()
             .any(|i| unadmitted(i.state));
-        let report = block_on(self.worker.pass(&self.cluster, &pages, now));
+        let Controller::Mds { worker, .. } = &mut self.controller else {
+            return Err(SimError::Input(
+                "an operator pass without the operator".into(),
+            ));
+        };
+        let report = block_on(worker.pass(&self.cluster, &pages, now));
         self.mirror
             .adopt_target(&mut self.world, &self.cluster, &self.deployment)?;
         let after = self.mirror.counts(&self.cluster, &self.deployment);
@@ -372,11 +410,16 @@ impl Simulation {
                 })
                 .max(1) as u64,
         );
-        self.schedule.ran(now, false, Fingerprint::default());
-        self.schedule.wake(report.wake_at);
-        self.next_pass = match self.schedule.next(now, interval, &Fingerprint::default()) {
-            Next::Sleep(due) => due,
-            Next::Run { .. } => now + interval,
+        self.next_pass = match &mut self.controller {
+            Controller::Mds { schedule, .. } => {
+                schedule.ran(now, false, Fingerprint::default());
+                schedule.wake(report.wake_at);
+                match schedule.next(now, interval, &Fingerprint::default()) {
+                    Next::Sleep(due) => due,
+                    Next::Run { .. } => now + interval,
+                }
+            }
+            Controller::Peer(_) => now + interval,
         };
         Ok(PassRecord {
             t,

@@ -14,7 +14,13 @@
 //! gap costs `min(gap, cold start)`, and a stretch starting at `t` costs `min(t, cold start)`
 //! before it (replicas needed at time 0 are warm, as the simulator's initial ones are).
 //! Replicas nest (the k-th is needed only where the (k-1)-th is), so choosing per replica is
-//! optimal for one role. Ratio bands and a GPU budget across roles are not applied here.
+//! optimal for one role.
+//!
+//! Across roles ([`joint`]), each bin's needs are first made feasible: ratio bands raise the
+//! role that falls short of a band (the least growth that meets it), and a GPU budget then
+//! takes replicas away, one at a time from the role whose loss leaves the smallest share of
+//! its need unmet, keeping every band; a minimum footprint above the budget stays at the
+//! minimums (the world would not admit it either). Oracle A and B then run on those needs.
 
 use mds_api::target::RoleKind;
 use mds_sim::load::Trace;
@@ -102,7 +108,10 @@ pub fn static_peak(role: &RoleDemand, bin_seconds: f64, window_bins: usize) -> B
 
 /// Oracle A: exactly the replicas each bin needs, started and stopped for free.
 pub fn oracle_a(role: &RoleDemand, bin_seconds: f64) -> Bound {
-    let replicas = role.needed();
+    oracle_a_of(role, role.needed(), bin_seconds)
+}
+
+fn oracle_a_of(role: &RoleDemand, replicas: Vec<i32>, bin_seconds: f64) -> Bound {
     let seconds: f64 = replicas.iter().map(|&n| f64::from(n) * bin_seconds).sum();
     Bound {
         gpu_hours: role.hours(seconds),
@@ -113,7 +122,15 @@ pub fn oracle_a(role: &RoleDemand, bin_seconds: f64) -> Bound {
 /// Oracle B: the clairvoyant scaler that pays for its cold starts (module documentation).
 /// `replicas` is what it holds per bin (needed, starting, or kept through a short gap).
 pub fn oracle_b(role: &RoleDemand, bin_seconds: f64, cold_start_seconds: f64) -> Bound {
-    let needed = role.needed();
+    oracle_b_of(role, &role.needed(), bin_seconds, cold_start_seconds)
+}
+
+fn oracle_b_of(
+    role: &RoleDemand,
+    needed: &[i32],
+    bin_seconds: f64,
+    cold_start_seconds: f64,
+) -> Bound {
     let bins = needed.len();
     let top = needed.iter().copied().max().unwrap_or(0).max(0);
     let cold_bins = (cold_start_seconds / bin_seconds).ceil() as usize;
@@ -160,6 +177,163 @@ pub fn oracle_b(role: &RoleDemand, bin_seconds: f64, cold_start_seconds: f64) ->
     Bound {
         replicas: held,
         gpu_hours: role.hours(seconds),
+    }
+}
+
+/// A ratio band between two roles (indices into the roles given to [`joint`]):
+/// `min ≤ numerator / denominator ≤ max`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Band {
+    pub numerator: usize,
+    pub denominator: usize,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// Oracle A and Oracle B of several roles sharing ratio bands and a GPU budget.
+pub struct Joint {
+    pub oracle_a: Vec<Bound>,
+    pub oracle_b: Vec<Bound>,
+}
+
+/// Both oracles of `roles`, each bin's needs made feasible first (module documentation).
+pub fn joint(
+    roles: &[RoleDemand],
+    bands: &[Band],
+    budget: Option<u32>,
+    bin_seconds: f64,
+    cold_start_seconds: f64,
+) -> Joint {
+    let needs: Vec<Vec<i32>> = roles.iter().map(RoleDemand::needed).collect();
+    let bins = needs.iter().map(Vec::len).max().unwrap_or(0);
+    let mut feasible: Vec<Vec<i32>> = roles.iter().map(|_| vec![0; bins]).collect();
+    for bin in 0..bins {
+        let need: Vec<i32> = needs
+            .iter()
+            .map(|n| n.get(bin).copied().unwrap_or(0))
+            .collect();
+        for (r, n) in feasible_vector(roles, bands, budget, &need)
+            .into_iter()
+            .enumerate()
+        {
+            feasible[r][bin] = n;
+        }
+    }
+    Joint {
+        oracle_a: roles
+            .iter()
+            .zip(&feasible)
+            .map(|(role, f)| oracle_a_of(role, f.clone(), bin_seconds))
+            .collect(),
+        oracle_b: roles
+            .iter()
+            .zip(&feasible)
+            .map(|(role, f)| oracle_b_of(role, f, bin_seconds, cold_start_seconds))
+            .collect(),
+    }
+}
+
+/// Rounding slack of the band comparisons.
+const SLACK: f64 = 1e-9;
+
+fn in_band(band: &Band, v: &[i32]) -> bool {
+    let (n, d) = (f64::from(v[band.numerator]), f64::from(v[band.denominator]));
+    band.min.is_none_or(|lo| n + SLACK >= lo * d) && band.max.is_none_or(|hi| n <= hi * d + SLACK)
+}
+
+fn gpus(roles: &[RoleDemand], v: &[i32]) -> u64 {
+    roles
+        .iter()
+        .zip(v)
+        .map(|(r, &n)| u64::from(r.gpus_per_replica) * n.max(0) as u64)
+        .sum()
+}
+
+/// The least vector at or above `need` (within the bounds) that meets every band, then cut to
+/// the budget while keeping the bands.
+fn feasible_vector(
+    roles: &[RoleDemand],
+    bands: &[Band],
+    budget: Option<u32>,
+    need: &[i32],
+) -> Vec<i32> {
+    let mut v = need.to_vec();
+    for _ in 0..64 {
+        let before = v.clone();
+        for band in bands {
+            let (ni, di) = (band.numerator, band.denominator);
+            if let Some(lo) = band.min
+                && f64::from(v[ni]) + SLACK < lo * f64::from(v[di])
+            {
+                v[ni] = ((lo * f64::from(v[di]) - SLACK).ceil() as i32).min(roles[ni].max);
+            }
+            if let Some(hi) = band.max
+                && hi > 0.0
+                && f64::from(v[ni]) > hi * f64::from(v[di]) + SLACK
+            {
+                v[di] = ((f64::from(v[ni]) / hi - SLACK).ceil() as i32).min(roles[di].max);
+            }
+        }
+        if v == before {
+            break;
+        }
+    }
+    let Some(budget) = budget else {
+        return v;
+    };
+    while gpus(roles, &v) > u64::from(budget) {
+        let unmet = |w: &[i32]| -> f64 {
+            w.iter()
+                .zip(need)
+                .map(|(&h, &n)| {
+                    if n > 0 {
+                        f64::from((n - h).max(0)) / f64::from(n)
+                    } else {
+                        0.0
+                    }
+                })
+                .sum()
+        };
+        let best = (0..v.len())
+            .filter(|&r| v[r] > roles[r].min)
+            .filter_map(|r| {
+                let mut w = v.clone();
+                w[r] -= 1;
+                settle_down(roles, bands, &mut w);
+                let ok = bands.iter().all(|b| in_band(b, &w))
+                    && w.iter().zip(roles).all(|(&n, role)| n >= role.min);
+                ok.then(|| (unmet(&w), r, w))
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        match best {
+            Some((_, _, w)) => v = w,
+            None => break,
+        }
+    }
+    v
+}
+
+/// Lowers roles until the bands hold again after a cut (never below a role's minimum).
+fn settle_down(roles: &[RoleDemand], bands: &[Band], v: &mut [i32]) {
+    for _ in 0..64 {
+        let before = v.to_vec();
+        for band in bands {
+            let (ni, di) = (band.numerator, band.denominator);
+            if let Some(hi) = band.max
+                && f64::from(v[ni]) > hi * f64::from(v[di]) + SLACK
+            {
+                v[ni] = ((hi * f64::from(v[di]) + SLACK).floor() as i32).max(roles[ni].min);
+            }
+            if let Some(lo) = band.min
+                && lo > 0.0
+                && f64::from(v[ni]) + SLACK < lo * f64::from(v[di])
+            {
+                v[di] = ((f64::from(v[ni]) / lo + SLACK).floor() as i32).max(roles[di].min);
+            }
+        }
+        if v == before.as_slice() {
+            break;
+        }
     }
 }
 
@@ -296,6 +470,65 @@ mod tests {
                 })
                 .sum();
             proptest::prop_assert_eq!(b, brute.round());
+        }
+    }
+
+    #[test]
+    fn joint_needs_meet_the_band_and_the_budget() {
+        // Prefill needs 1 then 4, decode 4 then 4; the band asks prefill/decode in [0.5, 1]
+        // and 6 GPUs are allowed.
+        let prefill = RoleDemand {
+            max: 8,
+            ..role(&[1, 4])
+        };
+        let decode = role(&[4, 4]);
+        let band = Band {
+            numerator: 0,
+            denominator: 1,
+            min: Some(0.5),
+            max: Some(1.0),
+        };
+        let j = joint(&[prefill.clone(), decode.clone()], &[band], None, 10.0, 0.0);
+        // Bin 0: prefill is raised to 2 (half of 4); bin 1 already meets it.
+        assert_eq!(j.oracle_a[0].replicas, vec![2, 4]);
+        assert_eq!(j.oracle_a[1].replicas, vec![4, 4]);
+        let j = joint(&[prefill, decode], &[band], Some(6), 10.0, 0.0);
+        // Bin 0: 2 + 4 = 6 fits. Bin 1: 8 GPUs. Cutting prefill to 3 leaves 25 % of its need
+        // unmet; cutting decode to 3 forces prefill to 3 too (50 %): prefill goes first. At 7
+        // GPUs, prefill to 2 and decode to 3 (with prefill) both leave 50 %; the tie goes to
+        // the first role: 2 + 4.
+        assert_eq!(j.oracle_a[0].replicas, vec![2, 2]);
+        assert_eq!(j.oracle_a[1].replicas, vec![4, 4]);
+        for bin in 0..2 {
+            let v = [j.oracle_a[0].replicas[bin], j.oracle_a[1].replicas[bin]];
+            assert!(in_band(&band, &v) && v[0] + v[1] <= 6, "bin {bin}: {v:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn joint_vectors_are_feasible_and_cover_the_need_when_the_budget_allows(
+            p in proptest::collection::vec(1i32..=6, 1..=6),
+            d in proptest::collection::vec(1i32..=6, 1..=6),
+            budget in 2u32..=14,
+        ) {
+            let n = p.len().min(d.len());
+            let roles = [role(&p[..n]), role(&d[..n])];
+            let band = Band { numerator: 0, denominator: 1, min: Some(0.5), max: Some(2.0) };
+            let j = joint(&roles, &[band], Some(budget), 10.0, 30.0);
+            for bin in 0..n {
+                let v = [j.oracle_a[0].replicas[bin], j.oracle_a[1].replicas[bin]];
+                proptest::prop_assert!(in_band(&band, &v), "{:?}", v);
+                proptest::prop_assert!(v[0] >= 1 && v[1] >= 1);
+                proptest::prop_assert!(v[0] + v[1] <= budget as i32 || v == [1, 1]);
+                // Brute force: the cheapest band-feasible vector covering the need.
+                let cheapest = (1..=8).flat_map(|a| (1..=8).map(move |b| [a, b]))
+                    .filter(|w| in_band(&band, w) && w[0] >= p[bin] && w[1] >= d[bin])
+                    .map(|w| w[0] + w[1]).min();
+                if let Some(c) = cheapest && c <= budget as i32 {
+                    proptest::prop_assert_eq!(v[0] + v[1], c, "need {:?}", [p[bin], d[bin]]);
+                }
+            }
         }
     }
 }

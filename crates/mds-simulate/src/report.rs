@@ -63,6 +63,8 @@ pub struct Bin {
     pub flaps: u32,
     /// Seconds an instance of the target waited for admission.
     pub unadmitted_seconds: f64,
+    /// Seconds the target held more GPUs than the quota allows (transients included).
+    pub above_budget_seconds: f64,
     /// Requests never served: unrouted, lost, or unfinished at the end of the run.
     pub never_served: f64,
     pub rejected: f64,
@@ -100,6 +102,7 @@ struct Acc {
     itl: Vec<(f64, f64)>,
     gpu_seconds: f64,
     unadmitted_seconds: f64,
+    above_budget_seconds: f64,
     never_served: f64,
     rejected: f64,
     scale_actions: u32,
@@ -113,6 +116,8 @@ pub struct Recorder {
     slo: Slo,
     bin_seconds: f64,
     flap_window: f64,
+    /// GPUs the quota allows the target (`None`: unlimited).
+    budget: Option<u32>,
     bins: Vec<Acc>,
     last_change: BTreeMap<String, (f64, bool)>,
     replica_seconds: BTreeMap<String, (i32, i32, f64)>,
@@ -123,10 +128,16 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(slo: Slo, bin_seconds: f64, cold_start_seconds: f64) -> Recorder {
+    pub fn new(
+        slo: Slo,
+        bin_seconds: f64,
+        cold_start_seconds: f64,
+        budget: Option<u32>,
+    ) -> Recorder {
         Recorder {
             slo,
             bin_seconds,
+            budget,
             flap_window: (2.0 * cold_start_seconds).max(300.0),
             bins: Vec::new(),
             last_change: BTreeMap::new(),
@@ -162,6 +173,7 @@ impl Recorder {
         replicas: &BTreeMap<String, i32>,
         ready: &BTreeMap<String, i32>,
     ) {
+        let above_budget = self.budget.is_some_and(|b| gpus > b);
         let mut t = t0;
         while t < t1 {
             let edge = ((t / self.bin_seconds).floor() + 1.0) * self.bin_seconds;
@@ -171,6 +183,9 @@ impl Recorder {
             bin.gpu_seconds += f64::from(gpus) * dt;
             if unadmitted {
                 bin.unadmitted_seconds += dt;
+            }
+            if above_budget {
+                bin.above_budget_seconds += dt;
             }
             bin.replicas.clone_from(replicas);
             bin.ready.clone_from(ready);
@@ -298,6 +313,7 @@ impl Recorder {
             all.itl.extend_from_slice(&acc.itl);
             all.gpu_seconds += acc.gpu_seconds;
             all.unadmitted_seconds += acc.unadmitted_seconds;
+            all.above_budget_seconds += acc.above_budget_seconds;
             all.never_served += acc.never_served;
             all.rejected += acc.rejected;
             all.scale_actions += acc.scale_actions;
@@ -368,6 +384,7 @@ fn close(acc: &Acc, start: f64, seconds: f64) -> Bin {
         scale_actions: acc.scale_actions,
         flaps: acc.flaps,
         unadmitted_seconds: acc.unadmitted_seconds,
+        above_budget_seconds: acc.above_budget_seconds,
         never_served: acc.never_served,
         rejected: acc.rejected,
     }
@@ -420,7 +437,7 @@ mod tests {
 
     #[test]
     fn a_reversal_inside_the_window_is_a_flap() {
-        let mut r = Recorder::new(Slo::default(), 60.0, 60.0);
+        let mut r = Recorder::new(Slo::default(), 60.0, 60.0, None);
         let v = |n: i32| BTreeMap::from([("server".to_string(), n)]);
         r.pass(10.0, &v(1), &v(3));
         r.pass(200.0, &v(3), &v(2));
@@ -435,7 +452,7 @@ mod tests {
 
     #[test]
     fn gpu_hours_split_over_bins() {
-        let mut r = Recorder::new(Slo::default(), 60.0, 60.0);
+        let mut r = Recorder::new(Slo::default(), 60.0, 60.0, None);
         let v = BTreeMap::from([("server".to_string(), 2)]);
         r.span(30.0, 90.0, 2, true, &v, &v);
         let (summary, bins) = r.finish(120.0, &[]);
@@ -443,5 +460,21 @@ mod tests {
         assert!((bins[0].gpu_hours - 60.0 / 3600.0).abs() < 1e-12);
         assert!((summary.totals.gpu_hours - 120.0 / 3600.0).abs() < 1e-12);
         assert_eq!(summary.totals.unadmitted_seconds, 60.0);
+    }
+
+    #[test]
+    fn seconds_above_the_budget_count_only_gpus_beyond_it() {
+        let mut r = Recorder::new(Slo::default(), 60.0, 60.0, Some(4));
+        let v = BTreeMap::from([("server".to_string(), 4)]);
+        r.span(0.0, 10.0, 4, false, &v, &v);
+        r.span(10.0, 25.0, 5, false, &v, &v);
+        let (summary, _) = r.finish(25.0, &[]);
+        assert_eq!(summary.totals.above_budget_seconds, 15.0);
+        let mut unlimited = Recorder::new(Slo::default(), 60.0, 60.0, None);
+        unlimited.span(0.0, 10.0, 50, false, &v, &v);
+        assert_eq!(
+            unlimited.finish(10.0, &[]).0.totals.above_budget_seconds,
+            0.0
+        );
     }
 }
