@@ -6,6 +6,7 @@
 //! of the scaler's sampling interval and the core's `wake_at`. The same inputs give the same
 //! run, byte for byte.
 
+pub mod compare;
 pub mod invariants;
 mod mirror;
 pub mod oracle;
@@ -14,8 +15,10 @@ pub mod peers;
 pub use mds_sim::profile;
 pub mod replay;
 pub mod report;
+pub mod roster;
 pub mod run;
 mod source;
+pub mod targets;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -13,7 +13,8 @@ use mds_sim::{LoadProfile, RequestServing, RoleSettings, Router, WorldConfig};
 use serde::Serialize;
 
 use crate::invariants::Violation;
-use crate::oracle::{self, RoleDemand};
+use crate::oracle::{self, Band, RoleDemand};
+use crate::peers::Peer;
 use crate::report::{Bin, Slo, Summary};
 use crate::{PassRecord, Scenario, SimError, Simulation};
 use mds_sim::profile::Profile;
@@ -89,10 +90,10 @@ pub struct Inputs {
     pub version: String,
 }
 
-/// What the demand alone allows, for the token algorithms (module `oracle`): GPU-hours of
-/// static peak provisioning, of Oracle A (no cold start) and of Oracle B (clairvoyant, paying
-/// for its cold starts), per-replica capacities from the scaler's targets, bounds honoured,
-/// ratio bands and quota not applied.
+/// What the demand alone allows (module `oracle`): GPU-hours of static peak provisioning, of
+/// Oracle A (no cold start) and of Oracle B (clairvoyant, paying for its cold starts), at the
+/// per-replica capacities of the scaler's targets (module `targets`), honouring the bounds,
+/// the ratio bands and the GPU quota.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Bounds {
     pub static_peak_gpu_hours: f64,
@@ -105,7 +106,7 @@ pub struct Bounds {
 pub struct RunReport {
     pub inputs: Inputs,
     pub summary: Summary,
-    /// `None` for a Proportional scaler (its target is not a token capacity).
+    /// `None` when the scaler gives no role a per-replica target.
     pub bounds: Option<Bounds>,
     pub bins: Vec<Bin>,
     pub passes: Vec<PassRecord>,
@@ -124,17 +125,42 @@ pub fn start() -> Timestamp {
     Timestamp::from_second(1_767_225_600).expect("a valid instant")
 }
 
+/// Who scales the target in a run.
+pub enum Driver {
+    /// The operator's worker with the scaler.
+    Mds,
+    /// A peer within the scaler's bounds; the target starts at `initial` counts where given
+    /// (static peak starts at its peak).
+    Peer {
+        peer: Box<dyn Peer>,
+        initial: BTreeMap<String, i32>,
+    },
+}
+
 /// Runs `scaler` on `target` with `trace` offered (described as `load` in the report);
 /// `progress` hears the share of virtual time done, now and then.
 pub fn run(
     scaler: ModelDeploymentScaler,
-    mut target: ModelDeployment,
+    target: ModelDeployment,
     trace: Arc<Trace>,
     load: &str,
     options: &RunOptions,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunReport, SimError> {
-    let end_seconds = trace.duration_seconds() + options.tail.as_secs_f64();
+    run_with(scaler, target, trace, load, options, Driver::Mds, progress)
+}
+
+/// [`run`] with `driver` scaling the target.
+pub fn run_with(
+    scaler: ModelDeploymentScaler,
+    mut target: ModelDeployment,
+    trace: Arc<Trace>,
+    load: &str,
+    options: &RunOptions,
+    driver: Driver,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunReport, SimError> {
+    let end_seconds = run_seconds(&trace, options);
     if end_seconds.is_nan() || end_seconds > MAX_RUN_SECONDS {
         let days = end_seconds / 86_400.0;
         let length = if days < 1e6 {
@@ -154,6 +180,13 @@ pub fn run(
     }
     if target.metadata.namespace.is_none() {
         target.metadata.namespace = Some("default".into());
+    }
+    if let Driver::Peer { initial, .. } = &driver {
+        for role in &mut target.spec.roles {
+            if let Some(&n) = initial.get(&role.name) {
+                role.replicas = Some(n);
+            }
+        }
     }
     let settings = RoleSettings {
         cold_start: options.cold_start(),
@@ -186,7 +219,10 @@ pub fn run(
         )
     });
     let inputs = Inputs {
-        scaler: scaler.metadata.name.clone().unwrap_or_default(),
+        scaler: match &driver {
+            Driver::Mds => scaler.metadata.name.clone().unwrap_or_default(),
+            Driver::Peer { peer, .. } => peer.name(),
+        },
         target: target.metadata.name.clone().unwrap_or_default(),
         load: load.to_string(),
         profile: options.profile.name.to_string(),
@@ -214,7 +250,10 @@ pub fn run(
         slo: options.slo,
     };
     let end = start + SignedDuration::from_secs_f64(end_seconds.max(1.0));
-    let mut sim = Simulation::new(scenario)?;
+    let mut sim = match driver {
+        Driver::Mds => Simulation::new(scenario)?,
+        Driver::Peer { peer, .. } => Simulation::with_peer(scenario, peer)?,
+    };
     let mut passes = Vec::new();
     let chunk = SignedDuration::from_secs(60);
     let mut until = start;
@@ -237,7 +276,7 @@ pub fn run(
     })
 }
 
-/// The oracles' GPU-hours over `duration` seconds, from the scaler's token capacities.
+/// The oracles' GPU-hours over `duration` seconds, from the scaler's per-replica targets.
 fn bounds(
     scaler: &ModelDeploymentScaler,
     target: &ModelDeployment,
@@ -245,47 +284,95 @@ fn bounds(
     options: &RunOptions,
     duration: f64,
 ) -> Option<Bounds> {
-    use mds_planner::policy::AlgorithmPolicy;
+    let policy = policy_of(scaler, target).ok()?;
+    let targets =
+        crate::targets::derive(&policy, target, trace, &options.profile, options.slo).ok()?;
+    let roles: Vec<RoleDemand> = role_demands(&policy, target, trace, &targets, options, duration)
+        .into_iter()
+        .map(|(_, d)| d)
+        .collect();
+    let bands: Vec<Band> = policy
+        .ratios
+        .iter()
+        .map(|r| Band {
+            numerator: r.numerator,
+            denominator: r.denominator,
+            min: r.min.map(|d| d.to_f64()),
+            max: r.max.map(|d| d.to_f64()),
+        })
+        .collect();
+    let budget = crate::peer_drive::gpu_budget(target, &options.quota);
+    let joint = oracle::joint(
+        &roles,
+        &bands,
+        budget,
+        BIN,
+        options.cold_start().as_secs_f64(),
+    );
+    Some(Bounds {
+        static_peak_gpu_hours: roles
+            .iter()
+            .map(|r| oracle::static_peak(r, BIN, 6).gpu_hours)
+            .sum(),
+        oracle_a_gpu_hours: joint.oracle_a.iter().map(|b| b.gpu_hours).sum(),
+        oracle_b_gpu_hours: joint.oracle_b.iter().map(|b| b.gpu_hours).sum(),
+    })
+}
+
+/// Simulated seconds of a run on `trace`.
+pub fn run_seconds(trace: &Trace, options: &RunOptions) -> f64 {
+    trace.duration_seconds() + options.tail.as_secs_f64()
+}
+
+/// Bins of the oracles and static peak, seconds.
+pub(crate) const BIN: f64 = 10.0;
+
+/// Each policy role's demand in bins of [`BIN`] over `duration` seconds, at the targets'
+/// per-replica capacity (no demand for a role without one).
+pub(crate) fn role_demands(
+    policy: &mds_planner::Policy,
+    target: &ModelDeployment,
+    trace: &Trace,
+    targets: &crate::peers::Targets,
+    options: &RunOptions,
+    duration: f64,
+) -> Vec<(String, RoleDemand)> {
+    policy
+        .roles
+        .iter()
+        .map(|role| {
+            let size = target
+                .spec
+                .roles
+                .iter()
+                .find(|r| r.name == role.name)
+                .map_or(1, |r| r.size().clamp(1, 64) as u32);
+            let capacity = targets.tokens_per_second.get(&role.name).copied();
+            let demand = RoleDemand {
+                tokens_per_second: match capacity {
+                    Some(_) => oracle::demand(trace, &role.kind, BIN, duration),
+                    None => vec![0.0; (duration / BIN).ceil().max(1.0) as usize],
+                },
+                capacity: capacity.unwrap_or(1.0),
+                min: role.min,
+                max: role.max,
+                gpus_per_replica: size * options.profile.gpus_per_pod,
+            };
+            (role.name.clone(), demand)
+        })
+        .collect()
+}
+
+/// The scaler's policy over the target's roles.
+pub fn policy_of(
+    scaler: &ModelDeploymentScaler,
+    target: &ModelDeployment,
+) -> Result<mds_planner::Policy, SimError> {
     let kinds = target
         .spec
         .roles
         .iter()
         .map(|r| (r.name.clone(), r.kind()))
         .collect();
-    let policy = mds_planner::Policy::from_spec(&scaler.spec, &kinds).ok()?;
-    let capacities = match &policy.algorithm {
-        AlgorithmPolicy::TokenThroughput(t) => t.capacities,
-        AlgorithmPolicy::Predictive(p) => p.capacities,
-        AlgorithmPolicy::Proportional { .. } => return None,
-    };
-    const BIN: f64 = 10.0;
-    let cold = options.cold_start().as_secs_f64();
-    let mut out = Bounds {
-        static_peak_gpu_hours: 0.0,
-        oracle_a_gpu_hours: 0.0,
-        oracle_b_gpu_hours: 0.0,
-    };
-    for role in &policy.roles {
-        let size = target
-            .spec
-            .roles
-            .iter()
-            .find(|r| r.name == role.name)
-            .map_or(1, |r| r.size().clamp(1, 64) as u32);
-        let capacity = capacities.for_kind(&role.kind);
-        let demand = RoleDemand {
-            tokens_per_second: match capacity {
-                Some(_) => oracle::demand(trace, &role.kind, BIN, duration),
-                None => vec![0.0; (duration / BIN).ceil().max(1.0) as usize],
-            },
-            capacity: capacity.unwrap_or(1.0),
-            min: role.min,
-            max: role.max,
-            gpus_per_replica: size * options.profile.gpus_per_pod,
-        };
-        out.static_peak_gpu_hours += oracle::static_peak(&demand, BIN, 6).gpu_hours;
-        out.oracle_a_gpu_hours += oracle::oracle_a(&demand, BIN).gpu_hours;
-        out.oracle_b_gpu_hours += oracle::oracle_b(&demand, BIN, cold).gpu_hours;
-    }
-    Some(out)
+    mds_planner::Policy::from_spec(&scaler.spec, &kinds).map_err(|e| SimError::Input(e.to_string()))
 }

@@ -1,0 +1,143 @@
+//! Every peer by name, built from one set of per-replica targets (module `targets`).
+
+use std::collections::BTreeMap;
+
+use mds_api::ModelDeploymentScaler;
+use mds_api::target::ModelDeployment;
+use mds_sim::load::Trace;
+
+use crate::SimError;
+use crate::oracle;
+use crate::peers::static_peak::StaticPeak;
+use crate::peers::{Peer, Targets};
+use crate::run::{self, BIN, RunOptions};
+
+/// A peer of the comparison, as its row names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PeerName {
+    Hpa,
+    KnativeKpa,
+    AibrixKpa,
+    AibrixKpaAsWritten,
+    AibrixKpaHpaCooldown,
+    AibrixApa,
+    AibrixApaHpaCooldown,
+    AibrixKpaQueue,
+    Dynamo,
+    DynamoConsolidation,
+    Wva,
+    WvaHpa,
+    StaticPeak,
+}
+
+impl PeerName {
+    pub const ALL: [PeerName; 13] = [
+        PeerName::Hpa,
+        PeerName::KnativeKpa,
+        PeerName::AibrixKpa,
+        PeerName::AibrixKpaAsWritten,
+        PeerName::AibrixKpaHpaCooldown,
+        PeerName::AibrixApa,
+        PeerName::AibrixApaHpaCooldown,
+        PeerName::AibrixKpaQueue,
+        PeerName::Dynamo,
+        PeerName::DynamoConsolidation,
+        PeerName::Wva,
+        PeerName::WvaHpa,
+        PeerName::StaticPeak,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeerName::Hpa => "hpa",
+            PeerName::KnativeKpa => "knative-kpa",
+            PeerName::AibrixKpa => "aibrix-kpa",
+            PeerName::AibrixKpaAsWritten => "aibrix-kpa-as-written",
+            PeerName::AibrixKpaHpaCooldown => "aibrix-kpa-hpa-cooldown",
+            PeerName::AibrixApa => "aibrix-apa",
+            PeerName::AibrixApaHpaCooldown => "aibrix-apa-hpa-cooldown",
+            PeerName::AibrixKpaQueue => "aibrix-kpa-queue",
+            PeerName::Dynamo => "dynamo",
+            PeerName::DynamoConsolidation => "dynamo-consolidation",
+            PeerName::Wva => "wva",
+            PeerName::WvaHpa => "wva-hpa",
+            PeerName::StaticPeak => "static-peak",
+        }
+    }
+
+    /// What it is, for `--compare list`.
+    pub fn summary(self) -> &'static str {
+        match self {
+            PeerName::Hpa => {
+                "Kubernetes HPA autoscaling/v2, Pods metric running+waiting, default behaviour"
+            }
+            PeerName::KnativeKpa => {
+                "Knative Serving KPA (v1.23), concurrency at 70 % of the request target"
+            }
+            PeerName::AibrixKpa => {
+                "AIBrix KPA on KV-cache usage, target 0.5 (window mean times ready replicas)"
+            }
+            PeerName::AibrixKpaAsWritten => {
+                "AIBrix KPA with the per-Pod mean used as a total, as the code is written"
+            }
+            PeerName::AibrixKpaHpaCooldown => {
+                "AIBrix KPA with an HPA-like scale-down cooldown (max in the window)"
+            }
+            PeerName::AibrixApa => "AIBrix APA on KV-cache usage, target 0.5",
+            PeerName::AibrixApaHpaCooldown => "AIBrix APA with an HPA-like scale-down cooldown",
+            PeerName::AibrixKpaQueue => "AIBrix KPA on running+waiting at the request target",
+            PeerName::Dynamo => {
+                "Dynamo-like planner: throughput mode (Kalman predictor) and load mode, budget clamp"
+            }
+            PeerName::DynamoConsolidation => {
+                "Dynamo-like planner whose scale-down re-predicts latency on the survivors"
+            }
+            PeerName::Wva => "llm-d WVA saturation scaler, written directly",
+            PeerName::WvaHpa => "llm-d WVA saturation scaler behind default HPA behaviour",
+            PeerName::StaticPeak => {
+                "static peak provisioning: the busiest minute's replicas, all run long"
+            }
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<PeerName> {
+        PeerName::ALL.into_iter().find(|p| p.as_str() == text)
+    }
+
+    /// The peer, configured from `targets` (static peak holds `statics`).
+    pub fn build(
+        self,
+        targets: &Targets,
+        options: &RunOptions,
+        statics: &BTreeMap<String, i32>,
+    ) -> Box<dyn Peer> {
+        let _ = (targets, options);
+        match self {
+            _ => Box::new(StaticPeak::new(statics.clone())),
+        }
+    }
+}
+
+/// Static peak's counts: per role, the busiest minute's demand over the capacity.
+pub fn static_counts(
+    scaler: &ModelDeploymentScaler,
+    target: &ModelDeployment,
+    trace: &Trace,
+    options: &RunOptions,
+    targets: &Targets,
+) -> Result<BTreeMap<String, i32>, SimError> {
+    let policy = run::policy_of(scaler, target)?;
+    let duration = run::run_seconds(trace, options);
+    Ok(
+        run::role_demands(&policy, target, trace, targets, options, duration)
+            .into_iter()
+            .map(|(role, demand)| {
+                let n = oracle::static_peak(&demand, BIN, 6)
+                    .replicas
+                    .first()
+                    .copied();
+                (role, n.unwrap_or(demand.min))
+            })
+            .collect(),
+    )
+}
