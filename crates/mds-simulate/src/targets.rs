@@ -63,7 +63,12 @@ impl TraceMeans {
 fn residence(profile: &Profile, means: &TraceMeans, kind: &RoleKind, rate: f64, batch: f64) -> f64 {
     let cost = &profile.request.cost;
     let prefill = cost.step_overhead_seconds + means.missed_prompt * cost.prefill_token_seconds;
-    let prefill_share = (rate * means.missed_prompt * cost.prefill_token_seconds).min(0.9);
+    // A server replica prefills too, which stretches its decode steps; a decode replica
+    // only decodes.
+    let prefill_share = match kind {
+        RoleKind::Decode => 0.0,
+        _ => (rate * means.missed_prompt * cost.prefill_token_seconds).min(0.9),
+    };
     let b = batch.max(1.0);
     let context = means.prompt + means.output / 2.0;
     let step = cost.step_overhead_seconds
@@ -188,5 +193,9 @@ mod tests {
         // A prefill replica holds a request only for its prefill.
         let p = queue_depth_at(&profile, &means(), &RoleKind::Prefill, 20_000.0);
         assert!(p < 1.5, "{p}");
+        // A decode replica at 600 tokens/s of 211-token outputs: 2.84 requests/s, each 211
+        // steps of 10.2 ms + B × 1260 × 70 ns, so Q = 6.1 / (1 - 0.0526) ≈ 6.5.
+        let d = queue_depth_at(&profile, &means(), &RoleKind::Decode, 600.0);
+        assert!((6.0..7.0).contains(&d), "{d}");
     }
 }

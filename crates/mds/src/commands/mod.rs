@@ -8,6 +8,7 @@ pub mod lab;
 pub mod replay;
 pub mod service;
 pub mod simulate;
+mod simulate_compare;
 pub mod validate;
 pub mod webhook;
 

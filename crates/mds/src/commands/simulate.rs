@@ -17,6 +17,7 @@ use mds_simulate::report::{Percentiles, Slo};
 use mds_simulate::run::{EngineModel, RunOptions, RunReport, run};
 
 use super::inputs::{Admitted, Stop, UNUSABLE, admitted, documents, unusable};
+use super::simulate_compare as compare;
 use crate::manifest::parse_documents;
 
 /// The example run with no arguments: a TokenThroughput scaler and its target.
@@ -79,9 +80,17 @@ pub struct Args {
     #[arg(long, value_name = "FACTOR")]
     pub rate: Option<f64>,
     /// Mean cold start of a replica, admission to Ready (default: the profile's); each start
-    /// draws within the profile's spread.
-    #[arg(long, value_name = "TIME")]
+    /// draws within the profile's spread. A comma list (0,30,60,120,300) sweeps: one
+    /// comparison table per cold start.
+    #[arg(long, value_name = "TIME[,TIME...]")]
     pub cold_start: Option<String>,
+    /// Compare policies on the same world, trace, seed and actuator. No value: this scaler
+    /// and every peer (HPA, Knative KPA, AIBrix KPA/APA, Dynamo-like, WVA, static peak);
+    /// `all`: our three algorithms, with targets derived from the scaler's one capacity, and
+    /// every peer; or a comma list of names (`--compare list` lists them); `none`: this
+    /// scaler alone. Default: `all` when no --scaler is given, else `none`.
+    #[arg(long, value_name = "POLICIES", num_args = 0..=1, default_missing_value = "peers")]
+    pub compare: Option<String>,
     /// The engine profile (model, GPU, engine version); `--profile list` lists them.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_PROFILE)]
     pub profile: String,
@@ -103,7 +112,8 @@ pub struct Args {
     /// The mean inter-token latency objective (default 50ms).
     #[arg(long, value_name = "TIME", default_value = "50ms")]
     pub slo_itl: String,
-    /// GPU quota of an instance type, `TYPE=GPUS` (repeatable; default unlimited).
+    /// GPU quota of an instance type, `TYPE=GPUS` (repeatable; default unlimited), or `auto`:
+    /// each instance type at 80 % of the GPUs static peak would hold.
     #[arg(long, value_name = "TYPE=GPUS")]
     pub quota: Vec<String>,
     /// Write everything (inputs, summary, one-minute bins, passes, violations) as JSON.
@@ -250,12 +260,8 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
         )
     })?;
     options.seed = args.seed;
-    if let Some(v) = &args.cold_start {
-        let seconds = seconds_flag("cold-start", v)?;
-        if seconds > mds_simulate::run::MAX_COLD_START_SECONDS {
-            return Err(bad_flag("cold-start", v, "it must be at most one day"));
-        }
-        options.cold_start = Some(SignedDuration::from_secs_f64(seconds));
+    if let [one] = cold_starts(args)?.as_slice() {
+        options.cold_start = *one;
     }
     let ttft = seconds_flag("slo-ttft", &args.slo_ttft)?;
     let itl = seconds_flag("slo-itl", &args.slo_itl)?;
@@ -271,7 +277,7 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
         ttft_seconds: ttft,
         itl_seconds: itl,
     };
-    for q in &args.quota {
+    for q in args.quota.iter().filter(|q| *q != "auto") {
         let parsed = q
             .split_once('=')
             .and_then(|(t, g)| Some((t.trim(), g.trim().parse::<u32>().ok()?)))
@@ -286,6 +292,22 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
         options.quota.insert(instance_type.to_string(), Some(gpus));
     }
     Ok(options)
+}
+
+/// `--cold-start`: one value, or a comma list to sweep (`[None]` without the flag).
+fn cold_starts(args: &Args) -> Result<Vec<Option<SignedDuration>>, Stop> {
+    let Some(list) = &args.cold_start else {
+        return Ok(vec![None]);
+    };
+    let mut out = Vec::new();
+    for v in list.split(',').map(str::trim) {
+        let seconds = seconds_flag("cold-start", v)?;
+        if seconds > mds_simulate::run::MAX_COLD_START_SECONDS {
+            return Err(bad_flag("cold-start", v, "it must be at most one day"));
+        }
+        out.push(Some(SignedDuration::from_secs_f64(seconds)));
+    }
+    Ok(out)
 }
 
 fn list_profiles() -> String {
@@ -308,7 +330,7 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
     if args.profile == "list" {
         return Ok((list_profiles(), 0));
     }
-    let options = options(args)?;
+    let mut options = options(args)?;
     let (scaler_docs, scaler_name) = match &args.scaler {
         Some(path) => (documents(path)?, path.display().to_string()),
         None => (
@@ -337,6 +359,49 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         .map_err(|e| unusable(format!("the target cannot be read: {e}")))?;
     let (trace, name) = load(args)?;
     let (trace, name) = shaped(args, trace, name)?;
+    let quota_note = if args.quota.iter().any(|q| q == "auto") {
+        compare::auto_quota(&scaler, &target, &trace, &mut options)?
+    } else {
+        options
+            .quota
+            .iter()
+            .filter_map(|(t, g)| Some(format!("{t}={}", (*g)?)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let cold_starts = cold_starts(args)?;
+    let selection = match args.compare.as_deref() {
+        Some("none") => None,
+        Some(value) => Some(value),
+        None if args.scaler.is_none() => Some("all"),
+        None if cold_starts.len() > 1 => Some("mds"),
+        None => None,
+    };
+    if let Some(value) = selection {
+        let contenders = match compare::selection(value, &scaler, &target, &trace, &options)? {
+            compare::Selection::List(text) => return Ok((text, 0)),
+            compare::Selection::Run(c) => c,
+        };
+        let (out, violations) = compare::run(
+            &scaler,
+            &target,
+            trace,
+            &name,
+            &options,
+            &cold_starts,
+            &contenders,
+            &quota_note,
+            args.json.as_deref(),
+            !args.no_progress && std::io::stderr().is_terminal(),
+        )?;
+        if violations > 0 {
+            notes.push_str(&super::error_line(&format!(
+                "{violations} invariant violation(s) by our scaler: run it alone (--compare none) to list them"
+            )));
+            return Ok((out, VIOLATED));
+        }
+        return Ok((out, 0));
+    }
     let requests = trace.requests.len();
     let mut bar = Progress::new(!args.no_progress && std::io::stderr().is_terminal());
     let report = run(
@@ -525,7 +590,7 @@ fn minutes(out: &mut String, report: &RunReport) {
 }
 
 /// A progress bar on standard error, for runs longer than a second.
-struct Progress {
+pub(super) struct Progress {
     enabled: bool,
     started: Instant,
     shown: bool,
@@ -533,7 +598,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(enabled: bool) -> Progress {
+    pub(super) fn new(enabled: bool) -> Progress {
         Progress {
             enabled,
             started: Instant::now(),
@@ -542,7 +607,7 @@ impl Progress {
         }
     }
 
-    fn show(&mut self, done: f64) {
+    pub(super) fn show(&mut self, done: f64) {
         if !self.enabled || self.started.elapsed().as_secs_f64() < 1.0 {
             return;
         }
@@ -564,7 +629,7 @@ impl Progress {
         self.shown = true;
     }
 
-    fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         if self.shown {
             let mut err = std::io::stderr();
             let _ = write!(err, "\r{}\r", " ".repeat(50));
