@@ -1,0 +1,3 @@
+//! A Dynamo-like planner (BASELINES.md section 4), being written: its parts so far.
+
+pub mod capacity;
