@@ -1,3 +1,4 @@
 //! A Dynamo-like planner (BASELINES.md section 4), being written: its parts so far.
 
 pub mod capacity;
+pub mod predictor;
