@@ -1,4 +1,5 @@
 //! A Dynamo-like planner (BASELINES.md section 4), being written: its parts so far.
 
+pub mod budget;
 pub mod capacity;
 pub mod predictor;
