@@ -2,4 +2,6 @@
 
 pub mod budget;
 pub mod capacity;
+pub mod load;
 pub mod predictor;
+pub mod series;
