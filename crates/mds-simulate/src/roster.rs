@@ -8,6 +8,8 @@ use mds_sim::load::Trace;
 
 use crate::SimError;
 use crate::oracle;
+use crate::peers::dynamo::DynamoPlanner;
+use crate::peers::dynamo::predictor::Predictor;
 use crate::peers::static_peak::StaticPeak;
 use crate::peers::{Peer, Targets};
 use crate::run::{self, BIN, RunOptions};
@@ -111,8 +113,17 @@ impl PeerName {
         options: &RunOptions,
         statics: &BTreeMap<String, i32>,
     ) -> Box<dyn Peer> {
-        let _ = (targets, options);
         match self {
+            PeerName::Dynamo | PeerName::DynamoConsolidation => {
+                Box::new(DynamoPlanner::from_profile(
+                    &options.profile,
+                    targets,
+                    // Upstream's default predictor is ARIMA, which is not re-implemented
+                    // (peers::dynamo::predictor); Kalman is its documented alternative.
+                    Predictor::Kalman,
+                    self == PeerName::DynamoConsolidation,
+                ))
+            }
             _ => Box::new(StaticPeak::new(statics.clone())),
         }
     }

@@ -4,8 +4,15 @@ mod common;
 
 use common::{Scratch, mds, text};
 
-/// Ten minutes of the bundled example: quick in a debug build.
-const SHORT: &[&str] = &["simulate", "--no-progress", "--until", "10m"];
+/// Ten minutes of the bundled example, its scaler alone: quick in a debug build.
+const SHORT: &[&str] = &[
+    "simulate",
+    "--no-progress",
+    "--until",
+    "10m",
+    "--compare",
+    "none",
+];
 
 fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     SHORT.iter().copied().chain(extra.iter().copied()).collect()
@@ -75,6 +82,8 @@ fn the_fluid_engine_and_a_synthetic_load_run() {
         &[
             "simulate",
             "--no-progress",
+            "--compare",
+            "none",
             "--engine",
             "fluid",
             "--load",
@@ -167,4 +176,190 @@ fn profiles_are_listed() {
     let stdout = text(&out.stdout);
     assert!(stdout.contains("llama3-8b-h100-vllm"), "{stdout}");
     assert!(stdout.contains("calibrated"), "{stdout}");
+}
+
+/// Every policy's row name in a full comparison.
+const EVERY_PEER: &[&str] = &[
+    "hpa ",
+    "knative-kpa ",
+    "aibrix-kpa ",
+    "aibrix-kpa-as-written ",
+    "aibrix-kpa-hpa-cooldown ",
+    "aibrix-apa ",
+    "aibrix-apa-hpa-cooldown ",
+    "aibrix-kpa-queue ",
+    "dynamo ",
+    "dynamo-consolidation ",
+    "wva ",
+    "wva-hpa ",
+    "static-peak ",
+];
+
+/// The table row of `policy`, split into its columns.
+fn row<'a>(stdout: &'a str, policy: &str) -> Vec<&'a str> {
+    stdout
+        .lines()
+        .map(str::split_whitespace)
+        .map(Iterator::collect::<Vec<_>>)
+        .find(|cols| cols.first() == Some(&policy))
+        .unwrap_or_else(|| panic!("no row {policy:?} in:\n{stdout}"))
+}
+
+#[test]
+fn with_no_arguments_every_policy_is_compared_on_the_bundled_example() {
+    let out = mds(&["simulate", "--no-progress", "--until", "10m"], None);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("mds simulate --compare: 16 policies on azure-2023-conv, 0 s to 600 s"),
+        "{stdout}"
+    );
+    for policy in [
+        "mds-proportional ",
+        "mds-tokenthroughput ",
+        "mds-predictive ",
+    ]
+    .iter()
+    .chain(EVERY_PEER)
+    {
+        assert!(
+            stdout.contains(&format!("  {policy}")),
+            "{policy:?} missing:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("bounds: Oracle A"), "{stdout}");
+    // HPA's row is its own yardstick.
+    assert_eq!(row(&stdout, "hpa")[7], "1.00", "{stdout}");
+}
+
+#[test]
+fn the_comparison_runs_on_every_bundled_trace() {
+    for trace in ["azure-2023-conv", "azure-2023-code", "mooncake-synthetic"] {
+        let out = mds(
+            &[
+                "simulate",
+                "--no-progress",
+                "--trace",
+                &format!("bundled:{trace}"),
+                "--until",
+                "8m",
+                "--compare",
+            ],
+            None,
+        );
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{trace}: {stdout}{}",
+            text(&out.stderr)
+        );
+        assert!(
+            stdout.contains(&format!("14 policies on {trace}")),
+            "{stdout}"
+        );
+        for policy in EVERY_PEER {
+            assert!(
+                stdout.contains(&format!("  {policy}")),
+                "{trace}: {policy:?}:\n{stdout}"
+            );
+        }
+        row(&stdout, "mds");
+    }
+}
+
+#[test]
+fn the_disaggregated_example_under_an_auto_quota_never_exceeds_it() {
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--scaler",
+            "examples/simulate/pd.yaml",
+            "--trace",
+            "bundled:azure-2023-code",
+            "--until",
+            "15m",
+            "--quota",
+            "auto",
+            "--compare",
+            "mds,hpa,dynamo,static-peak",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("quota h100-pcie="), "{stdout}");
+    assert!(stdout.contains("(80 % of "), "{stdout}");
+    // G10: our scaler never holds more GPUs than the quota, transients included.
+    assert_eq!(row(&stdout, "mds")[10], "0s", "{stdout}");
+}
+
+#[test]
+fn a_cold_start_sweep_gives_one_table_per_cold_start() {
+    let scratch = Scratch::new("simulate-sweep");
+    let json = scratch.0.join("sweep.json").display().to_string();
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--until",
+            "5m",
+            "--cold-start",
+            "0,60s,2m",
+            "--compare",
+            "mds,hpa",
+            "--json",
+            &json,
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    for cold in ["cold start 0 s", "cold start 60 s", "cold start 120 s"] {
+        assert!(stdout.contains(cold), "{cold:?}:\n{stdout}");
+    }
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let comparisons = report["comparisons"].as_array().unwrap();
+    let colds: Vec<f64> = comparisons
+        .iter()
+        .map(|c| c["cold_start_seconds"].as_f64().unwrap())
+        .collect();
+    assert_eq!(colds, [0.0, 60.0, 120.0]);
+    let rows = comparisons[1]["rows"].as_array().unwrap();
+    assert_eq!(rows[0]["policy"], "mds");
+    assert_eq!(rows[1]["policy"], "hpa");
+    assert_eq!(rows[1]["vs_hpa"], 1.0);
+    assert!(
+        comparisons[1]["runs"][0]["passes"]
+            .as_array()
+            .unwrap()
+            .len()
+            > 10
+    );
+}
+
+#[test]
+fn comparison_flags_are_listed_and_bad_ones_named() {
+    let out = mds(&["simulate", "--compare", "list"], None);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    for policy in EVERY_PEER {
+        assert!(stdout.contains(policy.trim()), "{policy}:\n{stdout}");
+    }
+    for (flags, named) in [
+        (&["--compare", "hpa,nope"][..], "no policy \"nope\""),
+        (&["--compare", ","][..], "names no policy"),
+        (&["--cold-start", "0,soon"][..], "--cold-start \"soon\""),
+    ] {
+        let mut argv = vec!["simulate", "--no-progress", "--until", "1m"];
+        argv.extend_from_slice(flags);
+        let out = mds(&argv, None);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        assert!(
+            text(&out.stderr).contains(named),
+            "{flags:?}: {}",
+            text(&out.stderr)
+        );
+    }
 }
