@@ -198,11 +198,9 @@ impl Buckets {
     fn record(&mut self, t: f64, value: f64) {
         let index = bucket_index(t, self.width);
         if self.last_write != Some(index) {
-            if let Some(last) = self.last_write {
-                if index + self.len <= last {
-                    // More than a window before the newest write.
-                    return;
-                }
+            if self.last_write.is_some_and(|last| index + self.len <= last) {
+                // More than a window before the newest write.
+                return;
             }
             if self.first_write.is_none_or(|first| first > index) {
                 self.first_write = Some(index);
