@@ -1,6 +1,7 @@
 //! `cargo bench -p mds-simulate --bench simulate`: one hour of the bundled Azure conversation
 //! trace through one TokenThroughput scaler (the `mds simulate` example), request-level and
-//! fluid, and the fluid world alone without the scaler. Prints the median and best wall time
+//! fluid, the fluid world alone without the scaler, and the whole comparison (our three
+//! algorithms and every peer, on every core; `MDS_BENCH_CASE=compare`). Prints the median and best wall time
 //! of several rounds, the real-time factor and the process's peak resident memory.
 //! docs/PERFORMANCE.md records the results.
 
@@ -8,7 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mds_sim::load::Trace;
+use mds_simulate::compare::{self, Contender};
 use mds_simulate::profile::{DEFAULT_PROFILE, profile};
+use mds_simulate::roster::PeerName;
 use mds_simulate::run::{EngineModel, RunOptions, run};
 use serde_json::json;
 
@@ -92,6 +95,39 @@ fn main() {
         });
         report(
             &format!("1 h azure conv, {} engine", engine.as_str()),
+            timing,
+        );
+    }
+    if only.as_deref().is_none_or(|c| c == "compare") {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let options = RunOptions::new(profile);
+        let targets =
+            compare::targets_for(&scaler(), &target(), &trace, &options).expect("targets");
+        let contenders: Vec<Contender> = compare::algorithms(&scaler(), &target(), &targets)
+            .expect("our algorithms")
+            .into_iter()
+            .chain(PeerName::ALL.into_iter().map(Contender::Peer))
+            .collect();
+        let timing = time(rounds.min(3), || {
+            let c = compare::compare(
+                &scaler(),
+                &target(),
+                trace.clone(),
+                "azure-2023-conv",
+                &options,
+                &contenders,
+                threads,
+                &|_| {},
+            )
+            .expect("the comparison");
+            assert_eq!(c.rows.len(), contenders.len());
+            c.runs[0].inputs.duration_seconds
+        });
+        report(
+            &format!(
+                "1 h azure conv, all {} policies, {threads} threads",
+                contenders.len()
+            ),
             timing,
         );
     }

@@ -8,8 +8,10 @@ use mds_sim::load::Trace;
 
 use crate::SimError;
 use crate::oracle;
+use crate::peers::aibrix::{Aibrix, AibrixMetric, AibrixSwitches};
 use crate::peers::dynamo::DynamoPlanner;
 use crate::peers::dynamo::predictor::Predictor;
+use crate::peers::knative::KnativeKpa;
 use crate::peers::static_peak::StaticPeak;
 use crate::peers::{Peer, Targets};
 use crate::run::{self, BIN, RunOptions};
@@ -113,7 +115,22 @@ impl PeerName {
         options: &RunOptions,
         statics: &BTreeMap<String, i32>,
     ) -> Box<dyn Peer> {
+        let kv = || AibrixMetric::KvUsage;
+        let switches = |kpa_total: bool, hpa_like_cooldown: bool| AibrixSwitches {
+            kpa_total,
+            hpa_like_cooldown,
+        };
         match self {
+            PeerName::KnativeKpa => Box::new(KnativeKpa::new(targets)),
+            PeerName::AibrixKpa => Box::new(Aibrix::kpa(kv(), switches(true, false))),
+            PeerName::AibrixKpaAsWritten => Box::new(Aibrix::kpa(kv(), switches(false, false))),
+            PeerName::AibrixKpaHpaCooldown => Box::new(Aibrix::kpa(kv(), switches(true, true))),
+            PeerName::AibrixApa => Box::new(Aibrix::apa(kv(), switches(true, false))),
+            PeerName::AibrixApaHpaCooldown => Box::new(Aibrix::apa(kv(), switches(true, true))),
+            PeerName::AibrixKpaQueue => Box::new(Aibrix::kpa(
+                AibrixMetric::queue_depth(targets),
+                switches(true, false),
+            )),
             PeerName::Dynamo | PeerName::DynamoConsolidation => {
                 Box::new(DynamoPlanner::from_profile(
                     &options.profile,
