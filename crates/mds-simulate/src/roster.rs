@@ -11,8 +11,10 @@ use crate::oracle;
 use crate::peers::aibrix::{Aibrix, AibrixMetric, AibrixSwitches};
 use crate::peers::dynamo::DynamoPlanner;
 use crate::peers::dynamo::predictor::Predictor;
+use crate::peers::hpa::{Hpa, HpaBehavior};
 use crate::peers::knative::KnativeKpa;
 use crate::peers::static_peak::StaticPeak;
+use crate::peers::wva::Wva;
 use crate::peers::{Peer, Targets};
 use crate::run::{self, BIN, RunOptions};
 
@@ -121,6 +123,10 @@ impl PeerName {
             hpa_like_cooldown,
         };
         match self {
+            PeerName::Hpa => Box::new(Hpa::new(targets, HpaBehavior::default())),
+            PeerName::Wva => Box::new(Wva::direct()),
+            PeerName::WvaHpa => Box::new(Wva::behind_hpa()),
+            PeerName::StaticPeak => Box::new(StaticPeak::new(statics.clone())),
             PeerName::KnativeKpa => Box::new(KnativeKpa::new(targets)),
             PeerName::AibrixKpa => Box::new(Aibrix::kpa(kv(), switches(true, false))),
             PeerName::AibrixKpaAsWritten => Box::new(Aibrix::kpa(kv(), switches(false, false))),
@@ -141,7 +147,6 @@ impl PeerName {
                     self == PeerName::DynamoConsolidation,
                 ))
             }
-            _ => Box::new(StaticPeak::new(statics.clone())),
         }
     }
 }
