@@ -109,17 +109,15 @@ fn main() {
             .chain(PeerName::ALL.into_iter().map(Contender::Peer))
             .collect();
         let timing = time(rounds.min(3), || {
-            let c = compare::compare(
-                &scaler(),
-                &target(),
-                trace.clone(),
-                "azure-2023-conv",
-                &options,
-                &contenders,
-                threads,
-                &|_| {},
-            )
-            .expect("the comparison");
+            let (scaler, target) = (scaler(), target());
+            let case = compare::Case {
+                scaler: &scaler,
+                target: &target,
+                trace: trace.clone(),
+                load: "azure-2023-conv",
+                options: &options,
+            };
+            let c = compare::compare(&case, &contenders, threads, &|_| {}).expect("the comparison");
             assert_eq!(c.rows.len(), contenders.len());
             c.runs[0].inputs.duration_seconds
         });

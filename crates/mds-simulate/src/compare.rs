@@ -156,20 +156,35 @@ pub fn algorithms(
         .collect()
 }
 
-/// Runs every contender on the same inputs, `threads` at a time; `progress` hears the share of
+/// What every contender of a comparison runs on.
+pub struct Case<'a> {
+    /// The scaler under test (its bounds bind every peer too).
+    pub scaler: &'a ModelDeploymentScaler,
+    pub target: &'a ModelDeployment,
+    pub trace: Arc<Trace>,
+    /// The trace's description for the report.
+    pub load: &'a str,
+    pub options: &'a RunOptions,
+}
+
+/// Runs every contender on the same case, `threads` at a time; `progress` hears the share of
 /// runs finished.
 pub fn compare(
-    scaler: &ModelDeploymentScaler,
-    target: &ModelDeployment,
-    trace: Arc<Trace>,
-    load: &str,
-    options: &RunOptions,
+    case: &Case,
     contenders: &[Contender],
     threads: usize,
     progress: &(dyn Fn(f64) + Sync),
 ) -> Result<Comparison, SimError> {
-    let targets = targets_for(scaler, target, &trace, options)?;
-    let statics = roster::static_counts(scaler, target, &trace, options, &targets)?;
+    let Case {
+        scaler,
+        target,
+        trace,
+        load,
+        options,
+    } = case;
+    let (scaler, target, load, options) = (*scaler, *target, *load, *options);
+    let targets = targets_for(scaler, target, trace, options)?;
+    let statics = roster::static_counts(scaler, target, trace, options, &targets)?;
     let results: Mutex<Vec<Option<Result<RunReport, SimError>>>> =
         Mutex::new(contenders.iter().map(|_| None).collect());
     let next = Mutex::new(0_usize);

@@ -91,7 +91,10 @@ pub struct Scenario {
 /// Who writes the target's counts.
 enum Controller {
     /// The operator's own worker, on the operator's own schedule.
-    Mds { worker: Worker, schedule: Schedule },
+    Mds {
+        worker: Box<Worker>,
+        schedule: Schedule,
+    },
     /// A peer autoscaler (module `peers`).
     Peer(PeerDriver),
 }
@@ -216,7 +219,7 @@ impl Simulation {
         let key = ScalerKey { namespace, name };
         let controller = match peer {
             None => Controller::Mds {
-                worker: Worker::new(key.clone()),
+                worker: Box::new(Worker::new(key.clone())),
                 schedule: Schedule::new(start),
             },
             Some(peer) => Controller::Peer(PeerDriver::new(peer, shapes, budget, start)),

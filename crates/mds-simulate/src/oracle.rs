@@ -206,19 +206,18 @@ pub fn joint(
 ) -> Joint {
     let needs: Vec<Vec<i32>> = roles.iter().map(RoleDemand::needed).collect();
     let bins = needs.iter().map(Vec::len).max().unwrap_or(0);
-    let mut feasible: Vec<Vec<i32>> = roles.iter().map(|_| vec![0; bins]).collect();
-    for bin in 0..bins {
-        let need: Vec<i32> = needs
-            .iter()
-            .map(|n| n.get(bin).copied().unwrap_or(0))
-            .collect();
-        for (r, n) in feasible_vector(roles, bands, budget, &need)
-            .into_iter()
-            .enumerate()
-        {
-            feasible[r][bin] = n;
-        }
-    }
+    let per_bin: Vec<Vec<i32>> = (0..bins)
+        .map(|bin| {
+            let need: Vec<i32> = needs
+                .iter()
+                .map(|n| n.get(bin).copied().unwrap_or(0))
+                .collect();
+            feasible_vector(roles, bands, budget, &need)
+        })
+        .collect();
+    let feasible: Vec<Vec<i32>> = (0..roles.len())
+        .map(|r| per_bin.iter().map(|v| v[r]).collect())
+        .collect();
     Joint {
         oracle_a: roles
             .iter()

@@ -78,3 +78,70 @@ fn the_oracles_on_a_step_whose_optimum_is_known_by_hand() {
     assert_eq!(seconds(b.oracle_b_gpu_hours), 1440.0);
     assert_eq!(seconds(b.static_peak_gpu_hours), 2160.0);
 }
+
+#[test]
+fn every_policy_runs_on_the_same_world_and_threads_do_not_change_the_table() {
+    let trace = Arc::new(
+        Trace::parse_azure_csv(CONV)
+            .unwrap()
+            .window(0.0, Some(600.0))
+            .unwrap(),
+    );
+    let options = RunOptions::new(profile(DEFAULT_PROFILE).unwrap());
+    let (scaler, target) = (server_scaler("4000"), server_target(2));
+    let targets = compare::targets_for(&scaler, &target, &trace, &options).unwrap();
+    let contenders: Vec<Contender> = compare::algorithms(&scaler, &target, &targets)
+        .unwrap()
+        .into_iter()
+        .chain(PeerName::ALL.into_iter().map(Contender::Peer))
+        .collect();
+    let case = compare::Case {
+        scaler: &scaler,
+        target: &target,
+        trace,
+        load: "conv",
+        options: &options,
+    };
+    let one = compare::compare(&case, &contenders, 1, &|_| {}).unwrap();
+    let two = compare::compare(&case, &contenders, 2, &|_| {}).unwrap();
+    assert_eq!(
+        one.rows, two.rows,
+        "the table does not depend on the threads"
+    );
+    let names: Vec<&str> = one.rows.iter().map(|r| r.policy.as_str()).collect();
+    assert_eq!(
+        names[..3],
+        ["mds-proportional", "mds-tokenthroughput", "mds-predictive"]
+    );
+    assert_eq!(names[3..], PeerName::ALL.map(PeerName::as_str));
+    for run in &one.runs {
+        let i = &run.inputs;
+        assert_eq!(
+            (i.seed, i.load.as_str(), i.cold_start_seconds),
+            (1, "conv", 60.0)
+        );
+        assert_eq!(i.duration_seconds, one.runs[0].inputs.duration_seconds);
+        // Every run offers the same requests.
+        assert_eq!(
+            run.summary.totals.requests,
+            one.runs[0].summary.totals.requests
+        );
+    }
+    let row = |name: &str| one.rows.iter().find(|r| r.policy == name).unwrap();
+    assert_eq!(row("hpa").vs_hpa, Some(1.0));
+    assert_eq!(row("static-peak").scale_actions_per_hour, 0.0);
+    // Static peak holds the busiest minute's replicas from the start: its GPU-hours are its
+    // count times the run.
+    let peak_hours = one
+        .runs
+        .iter()
+        .find(|r| r.inputs.scaler == "static-peak")
+        .unwrap();
+    let held = peak_hours.summary.replica_stats["server"];
+    assert_eq!((held.min, held.max), (held.max, held.max));
+    // Our three algorithms break no invariant.
+    assert!(one.rows[..3].iter().all(|r| r.violations == 0));
+    // The targets every policy is configured from are in the report.
+    assert_eq!(one.targets.tokens_per_second["server"], 4000.0);
+    assert!(one.targets.queue_depth["server"] > 1.0);
+}

@@ -199,6 +199,7 @@ const EVERY_PEER: &[&str] = &[
 fn row<'a>(stdout: &'a str, policy: &str) -> Vec<&'a str> {
     stdout
         .lines()
+        .filter(|l| l.starts_with("  "))
         .map(str::split_whitespace)
         .map(Iterator::collect::<Vec<_>>)
         .find(|cols| cols.first() == Some(&policy))

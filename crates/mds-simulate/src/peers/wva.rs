@@ -85,13 +85,16 @@ pub fn analyse(th: &Thresholds, replicas: &[(f64, f64)], growth_in_flight: bool)
     0
 }
 
+/// One replica's scrapes of the window: when, KV usage, queue length.
+type Scrapes = VecDeque<(f64, f64, f64)>;
+
 /// WVA in saturation mode, one variant per role.
 pub struct Wva {
     thresholds: Thresholds,
     /// `Some`: actuated by HPA with its default behaviour.
     hpa: Option<Behavior>,
     /// Per (role, ordinal): the scrapes of the last window (when, KV, queue).
-    scrapes: BTreeMap<(String, u32), VecDeque<(f64, f64, f64)>>,
+    scrapes: BTreeMap<(String, u32), Scrapes>,
     /// The count each role's last cycle published, and when the cycle ran.
     published: BTreeMap<String, i32>,
     last_cycle: Option<f64>,
@@ -246,7 +249,9 @@ mod tests {
     #[test]
     fn the_saturation_table() {
         let th = Thresholds::default();
-        let cases: [(&str, Vec<(f64, f64)>, bool, i32); 9] = [
+        // (name, each replica's (KV, queue) maxima, growth in flight, expected change)
+        type Case = (&'static str, Vec<(f64, f64)>, bool, i32);
+        let cases: [Case; 9] = [
             (
                 "spare KV under 0.10 on average",
                 vec![(0.75, 0.0), (0.72, 0.0)],

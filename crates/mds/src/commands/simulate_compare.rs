@@ -157,20 +157,18 @@ pub fn run(
         if cold.is_some() {
             options.cold_start = *cold;
         }
-        let comparison = compare::compare(
+        let case = compare::Case {
             scaler,
             target,
-            trace.clone(),
-            name,
-            &options,
-            contenders,
-            threads,
-            &|done| {
-                if let Ok(mut b) = bar.lock() {
-                    b.show((i as f64 + done) / total);
-                }
-            },
-        )
+            trace: trace.clone(),
+            load: name,
+            options: &options,
+        };
+        let comparison = compare::compare(&case, contenders, threads, &|done| {
+            if let Ok(mut b) = bar.lock() {
+                b.show((i as f64 + done) / total);
+            }
+        })
         .map_err(|e| unusable(format!("the comparison could not run: {e}")))?;
         comparisons.push(comparison);
     }
