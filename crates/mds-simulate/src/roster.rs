@@ -11,7 +11,7 @@ use crate::oracle;
 use crate::peers::aibrix::{Aibrix, AibrixMetric, AibrixSwitches};
 use crate::peers::dynamo::DynamoPlanner;
 use crate::peers::dynamo::predictor::Predictor;
-use crate::peers::hpa::{Hpa, HpaBehavior};
+use crate::peers::hpa::Hpa;
 use crate::peers::knative::KnativeKpa;
 use crate::peers::static_peak::StaticPeak;
 use crate::peers::wva::Wva;
@@ -123,7 +123,7 @@ impl PeerName {
             hpa_like_cooldown,
         };
         match self {
-            PeerName::Hpa => Box::new(Hpa::new(targets, HpaBehavior::default())),
+            PeerName::Hpa => Box::new(Hpa::from_targets(targets)),
             PeerName::Wva => Box::new(Wva::direct()),
             PeerName::WvaHpa => Box::new(Wva::behind_hpa()),
             PeerName::StaticPeak => Box::new(StaticPeak::new(statics.clone())),

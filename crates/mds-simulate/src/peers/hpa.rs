@@ -1,243 +1,363 @@
-//! The Kubernetes HPA (autoscaling/v2), re-implemented from `kubernetes/kubernetes`:
-//! `pkg/controller/podautoscaler/replica_calculator.go` (the replica calculator for a `Pods`
-//! metric with an `AverageValue` target), `horizontal.go` (stabilization and the behaviour's
-//! rate limits), `config/v1alpha1/defaults.go` and `pkg/apis/autoscaling/v2/defaults.go` (the
-//! defaults); BASELINES.md section 1.
+//! Kubernetes HPA (autoscaling/v2) with a `Pods` metric, re-implemented from
+//! `kubernetes/kubernetes` `pkg/controller/podautoscaler/horizontal.go` and
+//! `replica_calculator.go` as BASELINES.md section 1 pins them. Every 15 s sync, per role: the
+//! replica calculator's proposal from the role's Pods against an `AverageValue` target of
+//! running + waiting requests per replica, then the behaviour (stabilization windows and rate
+//! limits), then the role's bounds.
 //!
-//! Every 15 s sync, per role, with the role's spec count as `currentReplicas`:
+//! The proposal ([`proposal`]): draining replicas are ignored, pending ones are unready, a
+//! starting replica or a ready one without a sample is missing. `ratio = mean(ready samples) /
+//! target`. With nothing missing and no unready Pod behind a scale-up, the count is kept inside
+//! the tolerance and is `ceil(ratio × ready)` outside it. Otherwise missing Pods count as the
+//! target on a scale-down and as 0 on a scale-up, unready ones as 0 on a scale-up, and the
+//! count is kept when the new ratio is within tolerance, lies on the other side of 1, or would
+//! move the count against the first ratio's direction. Values are averaged in milli-units with
+//! integer division, as upstream does. Without any sample the metric cannot be computed and
+//! the count is kept.
 //!
-//! 1. Replicas are classified: `Draining` ignored, `Pending` unready, `Starting` or ready
-//!    without a sample missing, the rest ready. No ready sample: the count stays (HPA cannot
-//!    compute the metric and changes nothing).
-//! 2. `ratio = mean(ready samples) / target`. With nothing missing and not (unready replicas
-//!    and `ratio > 1`): within the 0.1 tolerance the count stays, else `ceil(ratio × ready)`.
-//! 3. Otherwise missing replicas count as the target when `ratio < 1` and as 0 when above;
-//!    unready ones as 0 when `ratio > 1`; the new ratio over all of them keeps the count when
-//!    it is within tolerance, or on the other side of 1, or its `ceil(newRatio × n)` moves the
-//!    other way.
-//! 4. [`Behavior`]: the stabilization windows and the rate limits, then `[min, max]`.
-//!
-//! The metric is running plus waiting requests per replica at the Proportional run's target,
-//! read through the Prometheus adapter (one scrape late).
+//! The behaviour ([`Behavior`], also the actuator of the WVA's HPA variant): a role's first
+//! sync records the current count as a recommendation (upstream's
+//! `recordInitialRecommendation`, so a fresh HPA does not scale down at once). Each sync
+//! records the proposal; the count is raised to the minimum of the recommendations inside the
+//! scale-up window and lowered to the maximum inside the scale-down window (both include the
+//! newest). Then each policy limits the change against the count at the start of its period,
+//! `current − added + removed` over this HPA's own writes inside it, the most permissive
+//! policy winning (`selectPolicy: Max`). A count outside the bounds is brought to the nearest
+//! bound before anything else, and a target scaled to 0 with a non-zero minimum is left alone
+//! (upstream treats it as autoscaling disabled). Windows are open at their old end, as
+//! upstream's `After(cutoff)`: an entry exactly one window old no longer counts.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use super::{Lifecycle, Peer, RoleView, Targets, View};
 
-/// One direction's behaviour (autoscaling/v2 `HPAScalingRules`).
+/// One rate-limit policy of a scaling direction.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ScalingRules {
-    pub stabilization_seconds: f64,
-    /// A `Pods` policy: at most this many replicas per period (`None`: no such policy).
-    pub pods: Option<i32>,
-    /// A `Percent` policy: at most this share of the period's start per period.
-    pub percent: Option<f64>,
-    pub period_seconds: f64,
+pub enum ScalingPolicy {
+    /// At most `value` replicas added (or removed) over `period_seconds`.
+    Pods { value: i32, period_seconds: f64 },
+    /// At most `value` % of the count at the start of `period_seconds`.
+    Percent { value: i32, period_seconds: f64 },
 }
 
-/// The behaviour's defaults: up with no stabilization, 4 Pods or 100 % per 15 s (the larger);
-/// down with 300 s of stabilization, 100 % per 15 s.
-#[derive(Clone, Copy, Debug, PartialEq)]
+impl ScalingPolicy {
+    fn period_seconds(&self) -> f64 {
+        match *self {
+            ScalingPolicy::Pods { period_seconds, .. }
+            | ScalingPolicy::Percent { period_seconds, .. } => period_seconds,
+        }
+    }
+
+    fn up_limit(&self, start: i32) -> i32 {
+        match *self {
+            ScalingPolicy::Pods { value, .. } => start + value,
+            // Rounded up so that a small count can always grow.
+            ScalingPolicy::Percent { value, .. } => {
+                (f64::from(start) * (1.0 + f64::from(value) / 100.0)).ceil() as i32
+            }
+        }
+    }
+
+    fn down_limit(&self, start: i32) -> i32 {
+        match *self {
+            ScalingPolicy::Pods { value, .. } => start - value,
+            // Truncated, as upstream's conversion to int32.
+            ScalingPolicy::Percent { value, .. } => {
+                (f64::from(start) * (1.0 - f64::from(value) / 100.0)) as i32
+            }
+        }
+    }
+}
+
+/// One direction's rules; `selectPolicy` is `Max` (the policy allowing the largest change
+/// wins), upstream's default and the only one the baselines use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalingRules {
+    pub stabilization_seconds: f64,
+    pub policies: Vec<ScalingPolicy>,
+}
+
+impl ScalingRules {
+    fn longest_period(&self) -> f64 {
+        self.policies
+            .iter()
+            .map(ScalingPolicy::period_seconds)
+            .fold(0.0, f64::max)
+    }
+}
+
+/// The HPA's configuration: the controller's sync period and tolerance (flags) and the
+/// object's `behavior`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct HpaBehavior {
-    pub up: ScalingRules,
-    pub down: ScalingRules,
+    pub sync_seconds: f64,
+    pub tolerance: f64,
+    pub scale_up: ScalingRules,
+    pub scale_down: ScalingRules,
 }
 
 impl Default for HpaBehavior {
-    fn default() -> Self {
+    /// Upstream's defaults (BASELINES.md section 1).
+    fn default() -> HpaBehavior {
         HpaBehavior {
-            up: ScalingRules {
+            sync_seconds: 15.0,
+            tolerance: 0.1,
+            scale_up: ScalingRules {
                 stabilization_seconds: 0.0,
-                pods: Some(4),
-                percent: Some(100.0),
-                period_seconds: 15.0,
+                policies: vec![
+                    ScalingPolicy::Pods {
+                        value: 4,
+                        period_seconds: 15.0,
+                    },
+                    ScalingPolicy::Percent {
+                        value: 100,
+                        period_seconds: 15.0,
+                    },
+                ],
             },
-            down: ScalingRules {
+            scale_down: ScalingRules {
                 stabilization_seconds: 300.0,
-                pods: None,
-                percent: Some(100.0),
-                period_seconds: 15.0,
+                policies: vec![ScalingPolicy::Percent {
+                    value: 100,
+                    period_seconds: 15.0,
+                }],
             },
         }
     }
 }
 
-/// The sync period.
-pub const SYNC_SECONDS: f64 = 15.0;
-/// `--horizontal-pod-autoscaler-tolerance`.
-pub const TOLERANCE: f64 = 0.1;
-
-/// HPA's stabilization and rate limits, per role: the recommendations of the windows and the
-/// scale events of the policies' periods (`horizontal.go`).
+/// One role's history: `(seconds, replicas)` entries.
 #[derive(Clone, Debug, Default)]
+struct History {
+    /// Unstabilized recommendations.
+    recommendations: Vec<(f64, i32)>,
+    /// Replicas this HPA added and removed with its own writes.
+    added: Vec<(f64, i32)>,
+    removed: Vec<(f64, i32)>,
+}
+
+fn changed_since(events: &[(f64, i32)], cutoff: f64) -> i32 {
+    events
+        .iter()
+        .filter(|(t, _)| *t > cutoff)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// The HPA's behaviour step, per role: stabilization, rate limits and bounds (module
+/// documentation).
+#[derive(Clone, Debug)]
 pub struct Behavior {
-    pub rules: HpaBehavior,
-    recommendations: BTreeMap<String, VecDeque<(f64, i32)>>,
-    /// Scale events: when, and the change.
-    events: BTreeMap<String, VecDeque<(f64, i32)>>,
+    rules: HpaBehavior,
+    roles: BTreeMap<String, History>,
 }
 
 impl Behavior {
     pub fn new(rules: HpaBehavior) -> Behavior {
         Behavior {
             rules,
-            ..Behavior::default()
+            roles: BTreeMap::new(),
         }
     }
 
-    /// The count HPA writes for `role` at `t` when its calculator proposes `desired`.
-    pub fn apply(
+    pub fn rules(&self) -> &HpaBehavior {
+        &self.rules
+    }
+
+    /// A role's first sync records `current` as a recommendation at `now`.
+    pub fn record_initial(&mut self, role: &str, now: f64, current: i32) {
+        self.roles
+            .entry(role.to_string())
+            .or_insert_with(|| History {
+                recommendations: vec![(now, current)],
+                ..History::default()
+            });
+    }
+
+    /// One sync of `role` at `now`: the count to write, given the spec's `current` count and
+    /// the metric's proposal `desired` (`None`: the metric could not be computed). Records the
+    /// recommendation and, when the count changes, the scale event (the write is assumed to
+    /// succeed).
+    pub fn stabilize_and_limit(
         &mut self,
         role: &str,
-        t: f64,
+        now: f64,
         current: i32,
-        desired: i32,
+        desired: Option<i32>,
         min: i32,
         max: i32,
     ) -> i32 {
-        let rules = self.rules;
-        let recs = self.recommendations.entry(role.to_string()).or_default();
-        recs.push_back((t, desired));
-        let longest = rules
-            .up
-            .stabilization_seconds
-            .max(rules.down.stabilization_seconds);
-        while recs.front().is_some_and(|(at, _)| t - at > longest) {
-            recs.pop_front();
-        }
-        // A recommendation counts while it is younger than the window; the newest always.
-        let within = |window: f64| {
-            recs.iter()
-                .filter(move |(at, _)| t - at < window || *at == t)
+        self.record_initial(role, now, current);
+        let max = max.max(min);
+        let next = if current == 0 && min != 0 {
+            current
+        } else if current > max {
+            max
+        } else if current < min {
+            min
+        } else if let Some(desired) = desired {
+            let stabilized = self.stabilize(role, now, current, desired);
+            self.limit(role, now, current, stabilized, min, max)
+        } else {
+            current
         };
-        let up_rec = within(rules.up.stabilization_seconds)
-            .map(|(_, n)| *n)
-            .min()
-            .unwrap_or(desired);
-        let down_rec = within(rules.down.stabilization_seconds)
-            .map(|(_, n)| *n)
-            .max()
-            .unwrap_or(desired);
-        let mut next = current;
-        if next < up_rec {
-            next = up_rec;
-        }
-        if next > down_rec {
-            next = down_rec;
-        }
-        let events = self.events.entry(role.to_string()).or_default();
-        let period = rules.up.period_seconds.max(rules.down.period_seconds);
-        while events.front().is_some_and(|(at, _)| t - at > period) {
-            events.pop_front();
-        }
-        let start_of = |rules: &ScalingRules| {
-            let (mut added, mut removed) = (0, 0);
-            for (_, change) in events
-                .iter()
-                .filter(|(at, _)| t - at < rules.period_seconds)
-            {
-                if *change > 0 {
-                    added += change;
-                } else {
-                    removed -= change;
-                }
-            }
-            current - added + removed
-        };
-        if next > current {
-            let start = start_of(&rules.up);
-            let by_pods = rules.up.pods.map(|p| start + p);
-            let by_percent = rules
-                .up
-                .percent
-                .map(|p| (f64::from(start) * (1.0 + p / 100.0)).ceil() as i32);
-            // selectPolicy Max: the policy that allows the most.
-            let limit = by_pods.into_iter().chain(by_percent).max().unwrap_or(next);
-            next = next.min(limit.max(current));
-        } else if next < current {
-            let start = start_of(&rules.down);
-            let by_pods = rules.down.pods.map(|p| start - p);
-            let by_percent = rules
-                .down
-                .percent
-                .map(|p| (f64::from(start) * (1.0 - p / 100.0)) as i32);
-            let limit = by_pods.into_iter().chain(by_percent).min().unwrap_or(next);
-            next = next.max(limit.min(current));
-        }
-        next = next.max(min).min(max.max(min));
-        if next != current {
-            events.push_back((t, next - current));
-        }
+        self.record_scale(role, now, current, next);
         next
+    }
+
+    fn stabilize(&mut self, role: &str, now: f64, current: i32, desired: i32) -> i32 {
+        let up_window = self.rules.scale_up.stabilization_seconds;
+        let down_window = self.rules.scale_down.stabilization_seconds;
+        let history = self.roles.entry(role.to_string()).or_default();
+        let (mut up, mut down) = (desired, desired);
+        for &(t, n) in &history.recommendations {
+            if t > now - up_window {
+                up = up.min(n);
+            }
+            if t > now - down_window {
+                down = down.max(n);
+            }
+        }
+        let keep_after = now - up_window.max(down_window);
+        history.recommendations.retain(|(t, _)| *t > keep_after);
+        history.recommendations.push((now, desired));
+        current.max(up).min(down)
+    }
+
+    fn limit(&self, role: &str, now: f64, current: i32, desired: i32, min: i32, max: i32) -> i32 {
+        let empty = History::default();
+        let history = self.roles.get(role).unwrap_or(&empty);
+        let start_of = |period: f64| {
+            current - changed_since(&history.added, now - period)
+                + changed_since(&history.removed, now - period)
+        };
+        if desired > current {
+            let limit = self
+                .rules
+                .scale_up
+                .policies
+                .iter()
+                .map(|p| p.up_limit(start_of(p.period_seconds())))
+                .max()
+                .unwrap_or(current)
+                // Earlier scale-ups in the period never force a scale-down.
+                .max(current);
+            desired.min(limit.min(max))
+        } else if desired < current {
+            let limit = self
+                .rules
+                .scale_down
+                .policies
+                .iter()
+                .map(|p| p.down_limit(start_of(p.period_seconds())))
+                .min()
+                .unwrap_or(current)
+                .min(current);
+            desired.max(limit.max(min))
+        } else {
+            desired
+        }
+        .max(min)
+        .min(max)
+    }
+
+    fn record_scale(&mut self, role: &str, now: f64, from: i32, to: i32) {
+        if from == to {
+            return;
+        }
+        let up_period = self.rules.scale_up.longest_period();
+        let down_period = self.rules.scale_down.longest_period();
+        let history = self.roles.entry(role.to_string()).or_default();
+        history.added.retain(|(t, _)| *t > now - up_period);
+        history.removed.retain(|(t, _)| *t > now - down_period);
+        if to > from {
+            history.added.push((now, to - from));
+        } else {
+            history.removed.push((now, from - to));
+        }
     }
 }
 
-/// The replica calculator's proposal for one role (module documentation, steps 1 to 3);
-/// `None` when no ready replica has a sample.
-pub fn calculate(role: &RoleView, target: f64) -> Option<i32> {
-    let current = role.desired;
-    // Metric values are whole milli-units and their mean an integer division, as upstream's
-    // `GetMetricUsageRatio` computes it (so 20, 20 and 0 against 5 is 1.3332, not 1.3333…).
-    let milli = |v: f64| (v * 1000.0).round() as i64;
+/// Milli-units, as the custom metrics API hands values to the HPA.
+fn milli(value: f64) -> i64 {
+    (value * 1000.0) as i64
+}
+
+/// The replica calculator's proposal for `role` against `target` requests per replica
+/// (module documentation); `None` when no ready Pod has a sample or the target is not
+/// positive.
+pub fn proposal(role: &RoleView, target: f64, tolerance: f64) -> Option<i32> {
     let target = milli(target);
-    let ready: Vec<i64> = role
-        .ready_samples()
-        .map(|s| milli(s.queue_depth()))
-        .collect();
-    if ready.is_empty() || target <= 0 {
+    if target <= 0 {
         return None;
     }
-    let usage_ratio =
-        |values: &[i64]| (values.iter().sum::<i64>() / values.len() as i64) as f64 / target as f64;
-    let missing = role
-        .replicas
-        .iter()
-        .filter(|r| {
-            r.state == Lifecycle::Starting || (r.state == Lifecycle::Ready && r.sample.is_none())
-        })
-        .count();
-    let unready = role.count(Lifecycle::Pending) as usize;
-    let ratio = usage_ratio(&ready);
+    let mut ready: Vec<i64> = Vec::new();
+    let (mut missing, mut unready) = (0_i64, 0_i64);
+    for replica in &role.replicas {
+        match (replica.state, &replica.sample) {
+            (Lifecycle::Draining, _) => {}
+            (Lifecycle::Pending, _) => unready += 1,
+            (Lifecycle::Ready, Some(sample)) => ready.push(milli(sample.queue_depth())),
+            _ => missing += 1,
+        }
+    }
+    if ready.is_empty() {
+        return None;
+    }
+    let ratio_of = |total: i64, count: i64| (total / count) as f64 / target as f64;
+    let within = |ratio: f64| 1.0 - tolerance <= ratio && ratio <= 1.0 + tolerance;
+    let current = role.desired;
+    let total: i64 = ready.iter().sum();
+    let count = ready.len() as i64;
+    let ratio = ratio_of(total, count);
     let up_with_unready = unready > 0 && ratio > 1.0;
     if !up_with_unready && missing == 0 {
-        if (1.0 - ratio).abs() <= TOLERANCE {
+        if within(ratio) {
             return Some(current);
         }
-        return Some((ratio * ready.len() as f64).ceil() as i32);
+        return Some((ratio * count as f64).ceil() as i32);
     }
-    let mut filled = ready.clone();
-    let fill = if ratio < 1.0 { target } else { 0 };
-    filled.extend(std::iter::repeat_n(fill, missing));
+    let (mut total, mut count) = (total, count);
+    // A ratio of exactly 1 fills nothing in; the count is kept below either way.
+    if ratio < 1.0 {
+        total += target * missing;
+        count += missing;
+    } else if ratio > 1.0 {
+        count += missing;
+    }
     if up_with_unready {
-        filled.extend(std::iter::repeat_n(0, unready));
+        count += unready;
     }
-    let new_ratio = usage_ratio(&filled);
-    if (1.0 - new_ratio).abs() <= TOLERANCE
-        || (ratio < 1.0 && new_ratio > 1.0)
-        || (ratio > 1.0 && new_ratio < 1.0)
-    {
+    let new_ratio = ratio_of(total, count);
+    if within(new_ratio) || (ratio < 1.0 && new_ratio > 1.0) || (ratio > 1.0 && new_ratio < 1.0) {
         return Some(current);
     }
-    let proposed = (new_ratio * filled.len() as f64).ceil() as i32;
+    let proposed = (new_ratio * count as f64).ceil() as i32;
     if (new_ratio < 1.0 && proposed > current) || (new_ratio > 1.0 && proposed < current) {
         return Some(current);
     }
     Some(proposed)
 }
 
-/// HPA on running plus waiting requests per replica.
+/// Kubernetes HPA on running + waiting requests per replica.
+#[derive(Clone, Debug)]
 pub struct Hpa {
-    targets: BTreeMap<String, f64>,
+    /// The `AverageValue` target per role; roles without one are left alone.
+    average_value: BTreeMap<String, f64>,
     behavior: Behavior,
 }
 
 impl Hpa {
-    /// `AverageValue` targets per role (the Proportional run's request targets).
-    pub fn new(targets: &Targets, behavior: HpaBehavior) -> Hpa {
+    pub fn new(average_value: BTreeMap<String, f64>, behavior: HpaBehavior) -> Hpa {
         Hpa {
-            targets: targets.queue_depth.clone(),
+            average_value,
             behavior: Behavior::new(behavior),
         }
+    }
+
+    /// The QueueDepth targets with upstream's default behaviour.
+    pub fn from_targets(targets: &Targets) -> Hpa {
+        Hpa::new(targets.queue_depth.clone(), HpaBehavior::default())
     }
 }
 
@@ -247,23 +367,23 @@ impl Peer for Hpa {
     }
 
     fn interval(&self) -> f64 {
-        SYNC_SECONDS
+        self.behavior.rules().sync_seconds
     }
 
+    /// The Pods metric comes through the Prometheus adapter.
     fn through_prometheus(&self) -> bool {
         true
     }
 
     fn decide(&mut self, view: &View) -> BTreeMap<String, i32> {
-        let mut out = BTreeMap::new();
+        let tolerance = self.behavior.rules().tolerance;
+        let mut counts = BTreeMap::new();
         for role in &view.roles {
-            let Some(&target) = self.targets.get(&role.name) else {
+            let Some(&target) = self.average_value.get(&role.name) else {
                 continue;
             };
-            let Some(desired) = calculate(role, target) else {
-                continue;
-            };
-            let n = self.behavior.apply(
+            let desired = proposal(role, target, tolerance);
+            let n = self.behavior.stabilize_and_limit(
                 &role.name,
                 view.t,
                 role.desired,
@@ -271,186 +391,11 @@ impl Peer for Hpa {
                 role.min,
                 role.max,
             );
-            out.insert(role.name.clone(), n);
+            counts.insert(role.name.clone(), n);
         }
-        out
+        counts
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::peers::testing::{ready, replica, view};
-
-    fn role(desired: i32, replicas: Vec<crate::peers::Replica>) -> RoleView {
-        view(0.0, desired, 1, 100, replicas).roles.remove(0)
-    }
-
-    /// Shapes of `pkg/controller/podautoscaler/replica_calculator_test.go`
-    /// (`TestReplicaCalcScaleUpCM`, `...ScaleDownCM`, `...ToleranceCM`,
-    /// `...MissingMetricsNoChangeEq`, `...ScaleUpPending`, `...MissingMetricsScaleUp` and
-    /// `...ScaleDown`): per-Pod values of a Pods metric against an AverageValue target.
-    #[test]
-    fn the_replica_calculator_table() {
-        use Lifecycle::{Pending, Starting};
-        struct Case {
-            name: &'static str,
-            desired: i32,
-            replicas: Vec<crate::peers::Replica>,
-            target: f64,
-            expected: Option<i32>,
-        }
-        let cases = [
-            Case {
-                // 20 000, 10 000 and 30 000 milli against 15 000: ratio 4/3 over 3 ready → 4.
-                name: "scale up",
-                desired: 3,
-                replicas: vec![
-                    ready(0, 20.0, 0.0),
-                    ready(1, 10.0, 0.0),
-                    ready(2, 30.0, 0.0),
-                ],
-                target: 15.0,
-                expected: Some(4),
-            },
-            Case {
-                // 12, 12, 12, 10, 10 against 20: ratio 0.56 over 5 → 3.
-                name: "scale down",
-                desired: 5,
-                replicas: (0..5)
-                    .map(|i| ready(i, if i < 3 { 12.0 } else { 10.0 }, 0.0))
-                    .collect(),
-                target: 20.0,
-                expected: Some(3),
-            },
-            Case {
-                // 1010, 1030, 1020 against 1000 (×0.01 here): within the 0.1 tolerance.
-                name: "tolerance",
-                desired: 3,
-                replicas: vec![
-                    ready(0, 10.1, 0.0),
-                    ready(1, 10.3, 0.0),
-                    ready(2, 10.2, 0.0),
-                ],
-                target: 10.0,
-                expected: Some(3),
-            },
-            Case {
-                // A missing Pod counts as the target below 1: 4, 5 and (5) against 5.
-                name: "missing metrics, no change",
-                desired: 3,
-                replicas: vec![ready(0, 4.0, 0.0), ready(1, 5.0, 0.0), replica(2, Starting)],
-                target: 5.0,
-                expected: Some(3),
-            },
-            Case {
-                // Above 1 a missing Pod counts as 0: 9, 9, (0) against 5 → ceil(1.2 × 3) = 4.
-                name: "missing metrics, scale up",
-                desired: 3,
-                replicas: vec![ready(0, 9.0, 0.0), ready(1, 9.0, 0.0), replica(2, Starting)],
-                target: 5.0,
-                expected: Some(4),
-            },
-            Case {
-                // Below 1 a missing Pod counts as the target: 1, 1, (5) against 5 → 0.47 × 3 → 2.
-                name: "missing metrics, scale down",
-                desired: 3,
-                replicas: vec![ready(0, 1.0, 0.0), ready(1, 1.0, 0.0), replica(2, Starting)],
-                target: 5.0,
-                expected: Some(2),
-            },
-            Case {
-                // An unready (pending) Pod counts as 0 on the way up: 10, 10, (0) against 5.
-                name: "scale up with a pending pod",
-                desired: 3,
-                replicas: vec![
-                    ready(0, 10.0, 0.0),
-                    ready(1, 10.0, 0.0),
-                    replica(2, Pending),
-                ],
-                target: 5.0,
-                expected: Some(4),
-            },
-            Case {
-                // Filling in crosses 1 (6, 6 → 12/3 = 0.8 with a pending 0): keep.
-                name: "fill-in crossing 1 keeps the count",
-                desired: 3,
-                replicas: vec![ready(0, 6.0, 0.0), ready(1, 6.0, 0.0), replica(2, Pending)],
-                target: 5.0,
-                expected: Some(3),
-            },
-            Case {
-                name: "no sample: no proposal",
-                desired: 2,
-                replicas: vec![replica(0, Starting), replica(1, Starting)],
-                target: 5.0,
-                expected: None,
-            },
-        ];
-        for c in cases {
-            assert_eq!(
-                calculate(&role(c.desired, c.replicas), c.target),
-                c.expected,
-                "{}",
-                c.name
-            );
-        }
-    }
-
-    /// Shapes of `pkg/controller/podautoscaler/horizontal_test.go`
-    /// (`TestNormalizeDesiredReplicasWithBehavior`, `TestScalingWithRules`,
-    /// `TestStabilizeRecommendationWithBehaviors`) under the default behaviour.
-    #[test]
-    fn the_behaviour_table() {
-        // Up: from 2, 4 Pods beat 100 % (6 > 4); from 10, 100 % beats 4 Pods (20 > 14).
-        let mut b = Behavior::new(HpaBehavior::default());
-        assert_eq!(b.apply("a", 0.0, 2, 50, 1, 100), 6);
-        assert_eq!(b.apply("b", 0.0, 10, 50, 1, 100), 20);
-        // Within the same 15 s period the limit counts from the period's start: 6 already
-        // added from 2, so the next sync may go to max(2 + 4, 2 × 2) = 6 only.
-        assert_eq!(b.apply("a", 10.0, 6, 50, 1, 100), 6);
-        // A new period starts from the current count.
-        assert_eq!(b.apply("a", 16.0, 6, 50, 1, 100), 12);
-        // Max bounds it.
-        assert_eq!(b.apply("c", 0.0, 5, 50, 1, 8), 8);
-
-        // Down: the 300 s window keeps the highest recommendation; 100 % per period means no
-        // rate limit once it lets go.
-        let mut b = Behavior::new(HpaBehavior::default());
-        assert_eq!(b.apply("r", 0.0, 8, 8, 1, 100), 8);
-        for t in [15.0, 60.0, 150.0, 285.0] {
-            assert_eq!(b.apply("r", t, 8, 2, 1, 100), 8, "held at {t} s");
-        }
-        assert_eq!(
-            b.apply("r", 300.0, 8, 2, 1, 100),
-            2,
-            "the 8 of t=0 left the window"
-        );
-        // Min bounds it.
-        let mut b = Behavior::new(HpaBehavior::default());
-        assert_eq!(b.apply("m", 0.0, 3, 0, 2, 100), 2);
-        // A fresh HPA's window holds only the newest recommendation, so it scales down at
-        // once; up is not stabilized, so the rise after it goes straight up.
-        let mut b = Behavior::new(HpaBehavior::default());
-        assert_eq!(b.apply("u", 0.0, 4, 3, 1, 100), 3);
-        assert_eq!(b.apply("u", 15.0, 3, 7, 1, 100), 7);
-    }
-
-    #[test]
-    fn the_peer_scales_each_role_on_running_plus_waiting() {
-        let targets = Targets {
-            queue_depth: BTreeMap::from([("server".to_string(), 8.0)]),
-            tokens_per_second: BTreeMap::new(),
-            ttft_seconds: 0.5,
-            itl_seconds: 0.05,
-        };
-        let mut hpa = Hpa::new(&targets, HpaBehavior::default());
-        // Two replicas at 16 requests each, target 8: ratio 2 → 4.
-        let v = view(0.0, 2, 1, 8, vec![ready(0, 16.0, 0.0), ready(1, 16.0, 0.0)]);
-        assert_eq!(hpa.decide(&v)["server"], 4);
-        // Quiet: the proposal is 1, held for 300 s by the window's 4.
-        let quiet = |t| view(t, 4, 1, 8, (0..4).map(|i| ready(i, 1.0, 0.0)).collect());
-        assert_eq!(hpa.decide(&quiet(15.0))["server"], 4);
-        assert_eq!(hpa.decide(&quiet(300.0))["server"], 1);
-    }
-}
+mod tests;
