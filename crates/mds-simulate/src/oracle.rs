@@ -190,8 +190,11 @@ pub struct Band {
     pub max: Option<f64>,
 }
 
-/// Oracle A and Oracle B of several roles sharing ratio bands and a GPU budget.
+/// Static peak, Oracle A and Oracle B of several roles sharing ratio bands and a GPU budget.
 pub struct Joint {
+    /// Each role's busiest minute (6 bins), raised to meet the bands; static peak asks for
+    /// what it needs, so the budget is not applied (the world admits what fits).
+    pub static_peak: Vec<Bound>,
     pub oracle_a: Vec<Bound>,
     pub oracle_b: Vec<Bound>,
 }
@@ -218,7 +221,26 @@ pub fn joint(
     let feasible: Vec<Vec<i32>> = (0..roles.len())
         .map(|r| per_bin.iter().map(|v| v[r]).collect())
         .collect();
+    let peaks: Vec<i32> = roles
+        .iter()
+        .map(|r| {
+            static_peak(r, bin_seconds, 6)
+                .replicas
+                .first()
+                .copied()
+                .unwrap_or(r.min)
+        })
+        .collect();
+    let peaks = feasible_vector(roles, bands, None, &peaks);
     Joint {
+        static_peak: roles
+            .iter()
+            .zip(peaks)
+            .map(|(role, n)| Bound {
+                replicas: vec![n; bins],
+                gpu_hours: role.hours(f64::from(n) * bins as f64 * bin_seconds),
+            })
+            .collect(),
         oracle_a: roles
             .iter()
             .zip(&feasible)
@@ -502,6 +524,11 @@ mod tests {
             let v = [j.oracle_a[0].replicas[bin], j.oracle_a[1].replicas[bin]];
             assert!(in_band(&band, &v) && v[0] + v[1] <= 6, "bin {bin}: {v:?}");
         }
+        // Static peak meets the band too (1 prefill beside 4 decode is raised to 2) and is
+        // not cut to the budget: it asks for what it needs.
+        let j = joint(&[role(&[1, 1]), role(&[4, 4])], &[band], Some(4), 10.0, 0.0);
+        assert_eq!(j.static_peak[0].replicas, vec![2, 2]);
+        assert_eq!(j.static_peak[1].replicas, vec![4, 4]);
     }
 
     proptest::proptest! {

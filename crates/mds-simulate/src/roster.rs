@@ -151,7 +151,8 @@ impl PeerName {
     }
 }
 
-/// Static peak's counts: per role, the busiest minute's demand over the capacity.
+/// Static peak's counts: per role, the busiest minute's demand over the capacity, raised to
+/// meet the ratio bands.
 pub fn static_counts(
     scaler: &ModelDeploymentScaler,
     target: &ModelDeployment,
@@ -161,16 +162,14 @@ pub fn static_counts(
 ) -> Result<BTreeMap<String, i32>, SimError> {
     let policy = run::policy_of(scaler, target)?;
     let duration = run::run_seconds(trace, options);
-    Ok(
-        run::role_demands(&policy, target, trace, targets, options, duration)
-            .into_iter()
-            .map(|(role, demand)| {
-                let n = oracle::static_peak(&demand, BIN, 6)
-                    .replicas
-                    .first()
-                    .copied();
-                (role, n.unwrap_or(demand.min))
-            })
-            .collect(),
-    )
+    let demands = run::role_demands(&policy, target, trace, targets, options, duration);
+    let roles: Vec<oracle::RoleDemand> = demands.iter().map(|(_, d)| d.clone()).collect();
+    let joint = oracle::joint(&roles, &run::bands(&policy), None, BIN, 0.0);
+    Ok(demands
+        .into_iter()
+        .zip(joint.static_peak)
+        .map(|((role, demand), bound)| {
+            (role, bound.replicas.first().copied().unwrap_or(demand.min))
+        })
+        .collect())
 }

@@ -291,16 +291,7 @@ fn bounds(
         .into_iter()
         .map(|(_, d)| d)
         .collect();
-    let bands: Vec<Band> = policy
-        .ratios
-        .iter()
-        .map(|r| Band {
-            numerator: r.numerator,
-            denominator: r.denominator,
-            min: r.min.map(|d| d.to_f64()),
-            max: r.max.map(|d| d.to_f64()),
-        })
-        .collect();
+    let bands = bands(&policy);
     let budget = crate::peer_drive::gpu_budget(target, &options.quota);
     let joint = oracle::joint(
         &roles,
@@ -310,10 +301,7 @@ fn bounds(
         options.cold_start().as_secs_f64(),
     );
     Some(Bounds {
-        static_peak_gpu_hours: roles
-            .iter()
-            .map(|r| oracle::static_peak(r, BIN, 6).gpu_hours)
-            .sum(),
+        static_peak_gpu_hours: joint.static_peak.iter().map(|b| b.gpu_hours).sum(),
         oracle_a_gpu_hours: joint.oracle_a.iter().map(|b| b.gpu_hours).sum(),
         oracle_b_gpu_hours: joint.oracle_b.iter().map(|b| b.gpu_hours).sum(),
     })
@@ -359,6 +347,20 @@ pub(crate) fn role_demands(
                 gpus_per_replica: size * options.profile.gpus_per_pod,
             };
             (role.name.clone(), demand)
+        })
+        .collect()
+}
+
+/// The policy's ratio bands, as the oracles take them.
+pub(crate) fn bands(policy: &mds_planner::Policy) -> Vec<Band> {
+    policy
+        .ratios
+        .iter()
+        .map(|r| Band {
+            numerator: r.numerator,
+            denominator: r.denominator,
+            min: r.min.map(|d| d.to_f64()),
+            max: r.max.map(|d| d.to_f64()),
         })
         .collect()
 }
