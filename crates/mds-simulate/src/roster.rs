@@ -81,10 +81,10 @@ impl PeerName {
                 "Knative Serving KPA (v1.23), concurrency at 70 % of the request target"
             }
             PeerName::AibrixKpa => {
-                "AIBrix KPA on KV-cache usage, target 0.5 (window mean times ready replicas)"
+                "AIBrix KPA on KV-cache usage at 0.5, the per-Pod mean taken as a total (times ready replicas)"
             }
             PeerName::AibrixKpaAsWritten => {
-                "AIBrix KPA with the per-Pod mean used as a total, as the code is written"
+                "AIBrix KPA with the per-Pod mean over the per-Pod target, as the code is written"
             }
             PeerName::AibrixKpaHpaCooldown => {
                 "AIBrix KPA with an HPA-like scale-down cooldown (max in the window)"
