@@ -247,7 +247,15 @@ pub fn compare(
         report.inputs.scaler = contender.name();
         runs.push(report);
     }
-    let bounds = runs.iter().find_map(|r| r.bounds.clone());
+    // The bounds of the scaler under test: every row is measured against the same ones (a
+    // variant's own report carries the bounds of its own, rounded, targets).
+    let bounds = run::bounds(
+        scaler,
+        target,
+        trace,
+        options,
+        run::run_seconds(trace, options),
+    );
     let rows = rows(&runs, bounds.as_ref());
     Ok(Comparison {
         cold_start_seconds: runs.first().map_or(0.0, |r| r.inputs.cold_start_seconds),

@@ -277,7 +277,7 @@ pub fn run_with(
 }
 
 /// The oracles' GPU-hours over `duration` seconds, from the scaler's per-replica targets.
-fn bounds(
+pub(crate) fn bounds(
     scaler: &ModelDeploymentScaler,
     target: &ModelDeployment,
     trace: &Trace,

@@ -141,6 +141,17 @@ fn every_policy_runs_on_the_same_world_and_threads_do_not_change_the_table() {
     assert_eq!((held.min, held.max), (held.max, held.max));
     // Our three algorithms break no invariant.
     assert!(one.rows[..3].iter().all(|r| r.violations == 0));
+    // Every row is measured against the scaler under test's bounds, whichever ran first.
+    let alone = run(
+        scaler.clone(),
+        target.clone(),
+        case.trace.clone(),
+        "conv",
+        &options,
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(one.bounds, alone.bounds);
     // The targets every policy is configured from are in the report.
     assert_eq!(one.targets.tokens_per_second["server"], 4000.0);
     assert!(one.targets.queue_depth["server"] > 1.0);
