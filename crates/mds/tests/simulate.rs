@@ -364,3 +364,38 @@ fn comparison_flags_are_listed_and_bad_ones_named() {
         );
     }
 }
+
+#[test]
+fn the_sweep_runs_on_every_bundled_trace() {
+    for trace in ["azure-2023-conv", "azure-2023-code", "mooncake-synthetic"] {
+        let out = mds(
+            &[
+                "simulate",
+                "--no-progress",
+                "--trace",
+                &format!("bundled:{trace}"),
+                "--until",
+                "3m",
+                "--cold-start",
+                "0,30,60,120,300",
+                "--compare",
+                "mds,hpa,static-peak",
+            ],
+            None,
+        );
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{trace}: {stdout}{}",
+            text(&out.stderr)
+        );
+        for cold in [0, 30, 60, 120, 300] {
+            assert!(
+                stdout.contains(&format!("cold start {cold} s ±")),
+                "{trace}, {cold} s:\n{stdout}"
+            );
+        }
+        assert_eq!(stdout.matches("policies on").count(), 5, "{stdout}");
+    }
+}
