@@ -400,11 +400,15 @@ impl Simulation {
         let before = self.mirror.counts(&self.cluster, &self.deployment);
         let scaler = self.scaler();
         let generation = self.target_generation();
-        let waiting = self
-            .world
-            .instances(&self.deployment)
+        let instances = self.world.instances(&self.deployment);
+        let waiting = instances.iter().any(|i| unadmitted(i.state));
+        let mut held: BTreeMap<String, i32> = BTreeMap::new();
+        for i in instances
             .iter()
-            .any(|i| unadmitted(i.state));
+            .filter(|i| i.state != InstanceState::Terminating)
+        {
+            *held.entry(i.role.clone()).or_default() += 1;
+        }
         let Controller::Mds { worker, .. } = &mut self.controller else {
             return Err(SimError::Input(
                 "an operator pass without the operator".into(),
@@ -429,6 +433,11 @@ impl Simulation {
                 target_changed: self.target_generation() != generation,
                 wrote_target: wrote,
                 unadmitted: waiting,
+                held: &held,
+                rollback: report
+                    .write
+                    .as_ref()
+                    .is_some_and(|(kind, _)| *kind == mds_core::WriteKind::Rollback),
             }));
         }
         self.recorder.pass(t, &before, &after);
