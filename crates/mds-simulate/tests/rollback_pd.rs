@@ -193,14 +193,25 @@ fn a_rolled_back_pd_cohort_whose_retirement_aborts_is_restored_to_what_runs() {
     });
     assert!(spell <= 30.0, "Aborted for {spell} s from {from} s");
     // What holds after the restore, and what releases it: prefill 2 still waits for quota, so
-    // growth waits (D18) until it is admitted (the next test); scale-down waits for the
-    // cooldown and no longer.
+    // growth waits (D18) until it is admitted (the next test) and says so; scale-down waits
+    // for the cooldown and no longer.
     let growth_hold = moments.iter().find(|m| {
-        m.t > restore && m.blocked.0 == "PacingBounded" && m.blocked.1.contains("not admitted yet")
+        m.t > restore && m.blocked.0 == "PacingBounded" && m.blocked.1.contains("growth waits")
+    });
+    let growth_hold = growth_hold.unwrap_or_else(|| {
+        panic!(
+            "Blocked never names the admission growth waits for: {:?}",
+            moments
+                .iter()
+                .filter(|m| m.t > restore)
+                .map(|m| &m.blocked)
+                .collect::<Vec<_>>()
+        )
     });
     assert!(
-        growth_hold.is_some_and(|m| m.waiting == ["prefill/2"]),
-        "growth waits for prefill/2: {growth_hold:?}"
+        growth_hold.blocked.1.contains("the admission of prefill/2")
+            && growth_hold.waiting == ["prefill/2"],
+        "{growth_hold:?}"
     );
     assert!(
         moments
