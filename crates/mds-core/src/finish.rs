@@ -2,6 +2,7 @@
 //! conditions applied, planner memory persisted, and whether the status must be written (D23).
 
 use mds_api::status::{ModelDeploymentScalerStatus, RebalanceReason, SignalState};
+use mds_api::target::WorkloadAdmission;
 use mds_planner::{Guard, Limit, Plan, Reason};
 
 use crate::conditions::{self, BLOCKED, METRICS_READY, Report};
@@ -163,7 +164,36 @@ fn pacing_message(pass: &Pass, plan: &Plan) -> String {
     if let Some(wait) = pass.scale_down_wait.as_deref().filter(|_| retirement_hold) {
         message.push_str(&format!("; scale-down waits for {wait}"));
     }
+    let guard = Limit::Guard(Guard::UnadmittedOrdinals);
+    if plan.roles.iter().any(|r| r.limits.contains(&guard))
+        && let Some(wait) = admission_wait(pass)
+    {
+        message.push_str(&format!("; growth waits for {wait}"));
+    }
     message
+}
+
+/// The ordinals whose admission the growth ceiling waits for (D18), in words with what
+/// releases it, or `None` when none is reported (our own cohort not composed yet).
+fn admission_wait(pass: &Pass) -> Option<String> {
+    let target = pass.input.target.as_ref()?;
+    let waiting: Vec<String> = target
+        .admission
+        .iter()
+        .filter(|(_, a)| **a != WorkloadAdmission::Admitted)
+        .map(|((role, ordinal), a)| match a {
+            WorkloadAdmission::Parked => format!(
+                "{role}/{ordinal} (parked: admitted only once its Workload is active again)"
+            ),
+            _ => format!("{role}/{ordinal}"),
+        })
+        .collect();
+    (!waiting.is_empty()).then(|| {
+        format!(
+            "the admission of {}; Kueue admits a queued Workload when its instance type's quota has room",
+            waiting.join(", ")
+        )
+    })
 }
 
 /// `RebalanceBlocked`: a donation given up while its donor's replica did not go, or one that

@@ -19,7 +19,6 @@ pub(crate) fn guards(pass: &mut Pass, view: &View, memory: &mut Memory, owner: b
             .status
             .last_scale_down
             .as_ref()
-            .filter(|l| l.outcome == ScaleDownOutcome::Aborted)
             .and_then(|l| l.cooldown_until.as_ref().map(|t| t.0)),
         ..Guards::default()
     };
@@ -32,12 +31,14 @@ pub(crate) fn guards(pass: &mut Pass, view: &View, memory: &mut Memory, owner: b
     guards
 }
 
-/// An aborted retirement's cooldown still holds scale-down.
+/// An aborted retirement's cooldown still holds scale-down. The record is `Aborted`, or a
+/// rollback's shrink recorded while that cooldown ran, which carries it on (`records.rs`).
 pub(crate) fn abort_cooldown_active(status: &ModelDeploymentScalerStatus, now: Timestamp) -> bool {
-    status.last_scale_down.as_ref().is_some_and(|l| {
-        l.outcome == ScaleDownOutcome::Aborted
-            && l.cooldown_until.as_ref().is_some_and(|t| now < t.0)
-    })
+    status
+        .last_scale_down
+        .as_ref()
+        .and_then(|l| l.cooldown_until.as_ref())
+        .is_some_and(|t| now < t.0)
 }
 
 /// Our last commit is visible in the target's status: every reported `desired` count equals

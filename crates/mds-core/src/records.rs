@@ -4,7 +4,7 @@
 
 use jiff::SignedDuration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use mds_api::status::{PendingCohort, ScaleDownOutcome};
+use mds_api::status::{PendingCohort, ReplicaVector, ScaleDownOutcome};
 
 use crate::episode;
 use crate::pass::Pass;
@@ -89,13 +89,18 @@ fn restore(pass: &mut Pass, view: &View, term: i64) -> Option<Write> {
         .iter()
         .map(|(role, removed)| format!("{role} to {}", removed.end))
         .collect();
+    // The retirement that aborted, which need not be of the record's first role (a joint
+    // shrink, a rollback).
+    let aborted = view
+        .retirement
+        .map(|r| format!("{}/{}", r.role_name, r.replica_ordinal))
+        .unwrap_or_else(|| last.role.clone());
     pass.event(
         true,
         "ScaleDownAborted",
         WriteKind::Restore.action(),
         format!(
-            "a retirement of {} was aborted; restored {}; scale-down waits {cooldown} s",
-            last.role,
+            "the retirement of {aborted} was aborted; restored {}; scale-down waits {cooldown} s",
             restored.join(", ")
         ),
     );
@@ -158,19 +163,7 @@ fn rollback(
     }
     let write = record_commit(pass, view, term, &baseline, WriteKind::Rollback);
     pass.status.pending_cohort = None;
-    // A rollback that lowers a role a scale-down also lowered after this growth is not that
-    // scale-down: its record must not restore the rolled-back count after an abort. A
-    // scale-down made before the growth counted without it, and keeps its count.
-    if let Some(last) = pass.status.last_scale_down.as_mut() {
-        for (role, (from, to)) in protocol::changes(current, &baseline) {
-            let grown_to = cohort.target_vector.get(&role).copied().unwrap_or(i32::MAX);
-            if let Some(pre) = last.pre_scale_down_vector.get_mut(&role)
-                && *pre >= grown_to
-            {
-                *pre -= from - to;
-            }
-        }
-    }
+    record_rollback_shrink(pass, view, current, &baseline);
     let receiver = unadmitted.first().map(|(role, _)| role.clone());
     episode::open(pass, view, cohort, receiver, external, memory);
     let why = if parked {
@@ -190,4 +183,49 @@ fn rollback(
         ),
     );
     Some(write)
+}
+
+/// The rollback lowers counts, so GPUStack retires the ordinals it removes as it would a
+/// shrink's, one at a time, and can abort them: every Prefill/Decode retirement is refused
+/// outright (TARGET.md section 5). The spec restores the pre-scale-down vector when "a removed
+/// ordinal's retirement ends as `Aborted`" and D5 when it is Aborted "for the role we shrank":
+/// neither excepts a rollback. So the rollback records its shrink in `lastScaleDown` like any
+/// other, and an abort of its removal is restored (raising the count lets GPUStack adopt the
+/// held replica, so the target's counts match what runs again), recorded `Aborted`, and starts
+/// the cooldown. Without the record the `Aborted` reservation stayed for ever: no restore
+/// cleared it, the retirement guard held scale-down on it, and the unadmitted ordinal it kept
+/// held growth (D18).
+///
+/// An earlier shrink still retiring (growth may commit while a retirement runs, D29) stays in
+/// the record: its roles keep their pre-scale-down counts and the rollback's roles take the
+/// larger of theirs and their count before the rollback, so an abort of either restores both
+/// (GPUStack starts no removal while an abort persists, so neither's ordinals are gone). A
+/// cooldown still running goes on: the spec gives it `cooldownAfterAbortSeconds` whole.
+fn record_rollback_shrink(
+    pass: &mut Pass,
+    view: &View,
+    before: &ReplicaVector,
+    after: &ReplicaVector,
+) {
+    let Some(mut record) = protocol::scale_down_record(before, after) else {
+        return;
+    };
+    let now = pass.now();
+    if let Some(last) = pass.status.last_scale_down.as_ref() {
+        let retiring = last.outcome == ScaleDownOutcome::Committed
+            && protocol::retirement_state(last, view.target) != RetirementState::Succeeded;
+        if retiring {
+            let mut merged = last.clone();
+            for (role, (from, _)) in protocol::changes(before, after) {
+                let pre = merged.pre_scale_down_vector.entry(role).or_insert(from);
+                *pre = (*pre).max(from);
+            }
+            record = merged;
+        }
+        if last.cooldown_until.as_ref().is_some_and(|t| now < t.0) {
+            record.aborted_at = last.aborted_at.clone();
+            record.cooldown_until = last.cooldown_until.clone();
+        }
+    }
+    pass.status.last_scale_down = Some(record);
 }

@@ -9,6 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
+use mds_api::target::WorkloadAdmission;
 use mds_core::WriteKind;
 use serde_json::json;
 
@@ -319,4 +320,40 @@ fn a_removed_instance_whose_workload_remains_holds_scale_down_until_the_bound() 
     assert!(w.pass().write.is_none());
     w.now = again + 120;
     assert_eq!(w.pass().write.map(|x| x.kind), Some(WriteKind::Commit));
+}
+
+/// D18: a replica of the target that Kueue has not admitted holds growth of every role; the
+/// hold names that replica and what admits it, so a user knows it is not ours to release.
+#[test]
+fn growth_held_by_an_unadmitted_replica_names_it() {
+    let mut w = World::new(
+        spec("Active", &[("server", 1, 8)]),
+        Some(target(&[("server", "Server", 3)])),
+    );
+    for o in 0..2 {
+        w.admission
+            .insert(("server".into(), o), WorkloadAdmission::Admitted);
+    }
+    w.admission
+        .insert(("server".into(), 2), WorkloadAdmission::Unadmitted);
+    w.observe("server", wants(3, 2));
+    w.pass(); // bind
+    w.observe("server", wants(5, 2));
+    w.now += 15;
+    assert!(w.pass().write.is_none(), "no growth while server/2 waits");
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "PacingBounded".into())
+    );
+    let message = blocked_message(&w);
+    assert!(
+        message.contains("growth waits for the admission of server/2")
+            && message.contains("quota has room"),
+        "{message}"
+    );
+    // Admitted: the hold is gone and growth goes ahead.
+    w.admission
+        .insert(("server".into(), 2), WorkloadAdmission::Admitted);
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
 }

@@ -316,3 +316,164 @@ fn a_cancelled_donation_is_not_retried_without_a_new_exhaustion() {
         "donation retried after every cooldown: {releases}"
     );
 }
+
+/// A P/D cohort exceeds the quota: decode's added ordinal is admitted, prefill's is not, and
+/// the timeout rolls back both. GPUStack refuses every Prefill/Decode retirement (TARGET.md
+/// section 5), so the retirement of prefill 2 the rollback starts goes `Aborted` and stays,
+/// keeping both removed instances. The rollback recorded no scale-down, so nothing restored
+/// it: for ever after the target's counts said (prefill 2, decode 1) while (3, 2) ran,
+/// scale-down waited on the `Aborted` record and growth on the unadmitted ordinal (D18).
+/// Spec (*Pacing and guards*) and D5: an aborted retirement of a removed ordinal restores the
+/// pre-scale-down vector, so GPUStack adopts the held replica, and starts the cooldown.
+#[test]
+fn an_aborted_retirement_of_a_rollbacks_removal_is_restored() {
+    let mut w = prefill_decode_world(prefill_decode_spec(), 2, 1);
+    admit(&mut w, "prefill", 0..2);
+    admit(&mut w, "decode", 0..1);
+    w.observe("prefill", wants(2, 2));
+    w.observe("decode", wants(1, 1));
+    w.pass(); // bind
+    w.observe("prefill", wants(3, 2));
+    w.observe("decode", wants(2, 1));
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    assert_eq!(
+        w.replicas(),
+        [("decode".to_string(), 2), ("prefill".to_string(), 3)].into()
+    );
+    // decode 1 fits the quota; prefill 2 waits for it (its gated Pods exist).
+    admit(&mut w, "decode", 1..2);
+    w.pods.insert(("prefill".into(), 2));
+    w.admission
+        .insert(("prefill".into(), 2), WorkloadAdmission::Unadmitted);
+    w.observe("prefill", wants(2, 2));
+    w.observe("decode", wants(1, 2));
+    w.now += 135;
+    let o = w.pass();
+    assert_eq!(o.write.unwrap().kind, WriteKind::Rollback);
+    assert_eq!(
+        w.replicas(),
+        [("decode".to_string(), 1), ("prefill".to_string(), 2)].into()
+    );
+    let record = w.status.last_scale_down.clone();
+    assert!(
+        record
+            .as_ref()
+            .is_some_and(|l| l.outcome == ScaleDownOutcome::Committed
+                && l.pre_scale_down_vector["prefill"] == 3
+                && l.pre_scale_down_vector["decode"] == 2),
+        "the rollback's shrink is recorded: {record:?}"
+    );
+    // GPUStack starts with prefill 2 (the first role's highest undeclared ordinal) and
+    // refuses it at once; every instance stays.
+    w.set_retirement(Some(
+        json!({"roleName": "prefill", "replicaOrdinal": 2, "state": "Aborted"}),
+    ));
+    w.now += 15;
+    let o = w.pass();
+    assert_eq!(
+        o.write.as_ref().map(|x| x.kind),
+        Some(WriteKind::Restore),
+        "the rollback's aborted removal was not restored; blocked: {:?}",
+        w.condition("Blocked")
+    );
+    assert_eq!(
+        w.replicas(),
+        [("decode".to_string(), 2), ("prefill".to_string(), 3)].into(),
+        "the counts are what runs again"
+    );
+    let last = w.status.last_scale_down.clone().unwrap();
+    assert_eq!(last.outcome, ScaleDownOutcome::Aborted);
+    assert_eq!(last.cooldown_until.map(|c| c.0), Some(t(w.now + 60)));
+    let event = o.events.iter().find(|e| e.reason == "ScaleDownAborted");
+    assert!(
+        event.is_some_and(|e| e.message.contains("prefill/2")),
+        "{:?}",
+        o.events
+    );
+    assert_eq!(
+        w.condition("Blocked"),
+        ("True".into(), "ScaleDownAborted".into())
+    );
+    // Adopted: the reservation is cancelled. The restore is no new growth: no cohort, so it
+    // does not time out into the same rollback again.
+    w.set_retirement(None);
+    assert!(w.status.pending_cohort.is_none());
+    // What holds now and what releases it: the cooldown holds scale-down until it ends; the
+    // unadmitted prefill 2 holds growth (D18) until it is admitted.
+    // (decode holds at 2, so it is no donor: rebalancing is not what this is about.)
+    w.observe("prefill", wants(4, 2));
+    w.observe("decode", wants(2, 2));
+    for _ in 0..8 {
+        w.now += 15;
+        let o = w.pass();
+        assert!(
+            o.write.is_none(),
+            "at {}: {:?} {:?} {:?}",
+            w.now,
+            o.write.map(|x| (x.kind, x.vector)),
+            w.condition("Blocked"),
+            w.status.rebalance
+        );
+    }
+    admit(&mut w, "prefill", 2..3);
+    w.now += 15;
+    let o = w.pass();
+    assert_eq!(
+        o.write.map(|x| x.kind),
+        Some(WriteKind::Commit),
+        "growth once prefill 2 is admitted"
+    );
+    assert_eq!(w.replicas()["prefill"], 4);
+}
+
+/// A rollback while an abort cooldown runs: its shrink replaces the `Aborted` record, which
+/// ended the cooldown with it. The spec's cooldown prevents scale-down for
+/// `cooldownAfterAbortSeconds` after the abort, whatever is committed in between.
+#[test]
+fn a_rollback_during_an_abort_cooldown_keeps_the_cooldown() {
+    let mut s = spec("Active", &[("server", 1, 16)]);
+    s["behavior"]["scaleDown"]["cooldownAfterAbortSeconds"] = json!(600);
+    let mut w = World::new(s, Some(target(&[("server", "Server", 4)])));
+    admit(&mut w, "server", 0..4);
+    w.observe("server", wants(3, 4));
+    w.run(15, 15); // bind, then 4 -> 3
+    assert_eq!(w.replicas()["server"], 3);
+    w.set_retirement(Some(
+        json!({"roleName": "server", "replicaOrdinal": 3, "state": "Aborted"}),
+    ));
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Restore);
+    let aborted_at = w.now;
+    w.set_retirement(None);
+    // Growth during the cooldown (it holds scale-down only, D29); ordinal 4 never admitted.
+    w.observe("server", wants(5, 4));
+    w.now += 15;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Commit);
+    w.pods.insert(("server".into(), 4));
+    w.admission
+        .insert(("server".into(), 4), WorkloadAdmission::Unadmitted);
+    w.observe("server", wants(3, 4));
+    w.now += 135;
+    assert_eq!(w.pass().write.unwrap().kind, WriteKind::Rollback);
+    // Its retirement succeeds: ordinal 4 is gone.
+    w.pods.remove(&("server".into(), 4));
+    w.admission.remove(&("server".into(), 4));
+    let mut shrank_at = None;
+    while w.now < aborted_at + 700 {
+        w.now += 15;
+        if w.pass()
+            .write
+            .is_some_and(|x| x.kind == WriteKind::Commit && w.replicas()["server"] < 4)
+        {
+            shrank_at = Some(w.now);
+            break;
+        }
+    }
+    let shrank_at = shrank_at.expect("scale-down resumes after the cooldown");
+    assert!(
+        shrank_at >= aborted_at + 600,
+        "scale-down {} s after the abort, inside its 600 s cooldown",
+        shrank_at - aborted_at
+    );
+}

@@ -34,6 +34,16 @@ pub struct PassFacts<'a> {
     pub wrote_target: bool,
     /// An instance of the target waited for admission when the pass began.
     pub unadmitted: bool,
+    /// Instances of each role the world held when the pass began, terminating ones excepted
+    /// (ordinals `0..n`: the world keeps them without gaps). Raising a count to cover only
+    /// these adds no replica: it is the restore after an aborted retirement, which GPUStack
+    /// answers by adopting the held instance (spec, *Pacing and guards*; D5).
+    pub held: &'a BTreeMap<String, i32>,
+    /// The pass's write was a pending cohort's rollback: the spec restores the cohort's
+    /// baseline once an added ordinal is unadmitted past `pendingTimeoutSeconds`, and lists
+    /// the abort cooldown among the guards of planned scale-down only (*Pacing and guards*;
+    /// D18, D29), so a cooldown does not hold it.
+    pub rollback: bool,
 }
 
 pub const BOUNDS: &str = "a written count lies within the role's minReplicas and maxReplicas";
@@ -118,7 +128,11 @@ pub fn check(facts: &PassFacts) -> Vec<Violation> {
             );
         }
     }
-    if up && facts.unadmitted {
+    // Growth adds a replica: a raised count above what the world already holds.
+    let adds = moved
+        .iter()
+        .any(|(role, old, new)| new > old && *new > facts.held.get(*role).copied().unwrap_or(0));
+    if adds && facts.unadmitted {
         broke(NO_GROWTH_UNADMITTED, vector.clone());
     }
     let cooldown = facts
@@ -128,7 +142,7 @@ pub fn check(facts: &PassFacts) -> Vec<Violation> {
         .and_then(|s| s.last_scale_down.as_ref())
         .and_then(|l| l.cooldown_until.as_ref())
         .is_some_and(|until| until.0 > facts.now);
-    if down && cooldown {
+    if down && cooldown && !facts.rollback {
         broke(NO_SHRINK_COOLDOWN, vector);
     }
     out
@@ -174,7 +188,35 @@ mod tests {
         wrote: bool,
         unadmitted: bool,
     ) -> Vec<&'static str> {
-        let (before, after) = (v(before.0, before.1), v(after.0, after.1));
+        rules_holding(scaler, before, after, wrote, unadmitted, before)
+    }
+
+    /// [`rules`] with the world holding `held` instances (prefill, decode).
+    fn rules_holding(
+        scaler: &ModelDeploymentScaler,
+        before: (i32, i32),
+        after: (i32, i32),
+        wrote: bool,
+        unadmitted: bool,
+        held: (i32, i32),
+    ) -> Vec<&'static str> {
+        rules_of(scaler, before, after, (wrote, false), unadmitted, held)
+    }
+
+    /// [`rules_holding`] with `write` as (landed, was a rollback).
+    fn rules_of(
+        scaler: &ModelDeploymentScaler,
+        before: (i32, i32),
+        after: (i32, i32),
+        (wrote, rollback): (bool, bool),
+        unadmitted: bool,
+        held: (i32, i32),
+    ) -> Vec<&'static str> {
+        let (before, after, held) = (
+            v(before.0, before.1),
+            v(after.0, after.1),
+            v(held.0, held.1),
+        );
         check(&PassFacts {
             now: Timestamp::from_second(1_000).unwrap(),
             t: 10.0,
@@ -184,6 +226,8 @@ mod tests {
             target_changed: before != after,
             wrote_target: wrote,
             unadmitted,
+            held: &held,
+            rollback,
         })
         .into_iter()
         .map(|v| v.rule)
@@ -221,5 +265,20 @@ mod tests {
             vec![NO_SHRINK_COOLDOWN]
         );
         assert!(rules(&cooling, (2, 2), (3, 2), true, false).is_empty());
+        // A pending cohort's rollback is no planned scale-down: the cooldown does not hold it.
+        assert!(rules_of(&cooling, (3, 2), (2, 2), (true, true), true, (3, 2)).is_empty());
+    }
+
+    #[test]
+    fn restoring_counts_over_held_instances_is_no_growth() {
+        let s = scaler();
+        // An aborted retirement kept prefill 2 (unadmitted) and decode 1: the restore
+        // declares them again and adds nothing.
+        assert!(rules_holding(&s, (2, 1), (3, 2), true, true, (3, 2)).is_empty());
+        // One more than the world holds is growth.
+        assert_eq!(
+            rules_holding(&s, (2, 1), (4, 2), true, true, (3, 2)),
+            vec![NO_GROWTH_UNADMITTED]
+        );
     }
 }

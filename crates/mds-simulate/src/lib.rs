@@ -334,6 +334,34 @@ impl Simulation {
             .and_then(|doc| doc["metadata"]["generation"].as_i64())
     }
 
+    /// The scaler as the cluster holds it now, status included (for tests between passes).
+    pub fn scaler_now(&self) -> Option<ModelDeploymentScaler> {
+        self.scaler()
+    }
+
+    /// The target as the cluster holds it now: the spec the scaler wrote and the status the
+    /// world last reported (for tests between passes).
+    pub fn target_now(&self) -> Option<ModelDeployment> {
+        self.cluster
+            .get(
+                Kind::Target,
+                &self.deployment.namespace,
+                &self.deployment.name,
+            )
+            .and_then(|doc| serde_json::from_value(doc).ok())
+    }
+
+    /// The world's instances of the target (pending ones included).
+    pub fn instances_now(&self) -> Vec<mds_sim::InstanceView> {
+        self.world.instances(&self.deployment)
+    }
+
+    /// Sets an instance type's GPU quota from now on (`None`: unlimited), as an administrator
+    /// raising or lowering a ClusterQueue's quota would.
+    pub fn set_quota(&mut self, instance_type: &str, gpus: Option<u32>) {
+        self.world.set_quota(instance_type, gpus);
+    }
+
     /// Rules broken so far.
     pub fn violations(&self) -> &[Violation] {
         &self.violations
@@ -372,11 +400,15 @@ impl Simulation {
         let before = self.mirror.counts(&self.cluster, &self.deployment);
         let scaler = self.scaler();
         let generation = self.target_generation();
-        let waiting = self
-            .world
-            .instances(&self.deployment)
+        let instances = self.world.instances(&self.deployment);
+        let waiting = instances.iter().any(|i| unadmitted(i.state));
+        let mut held: BTreeMap<String, i32> = BTreeMap::new();
+        for i in instances
             .iter()
-            .any(|i| unadmitted(i.state));
+            .filter(|i| i.state != InstanceState::Terminating)
+        {
+            *held.entry(i.role.clone()).or_default() += 1;
+        }
         let Controller::Mds { worker, .. } = &mut self.controller else {
             return Err(SimError::Input(
                 "an operator pass without the operator".into(),
@@ -401,6 +433,11 @@ impl Simulation {
                 target_changed: self.target_generation() != generation,
                 wrote_target: wrote,
                 unadmitted: waiting,
+                held: &held,
+                rollback: report
+                    .write
+                    .as_ref()
+                    .is_some_and(|(kind, _)| *kind == mds_core::WriteKind::Rollback),
             }));
         }
         self.recorder.pass(t, &before, &after);

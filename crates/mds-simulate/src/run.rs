@@ -178,9 +178,6 @@ pub fn run_with(
             "a cold start of {cold_start} s; it must be between 0 and one day"
         )));
     }
-    if target.metadata.namespace.is_none() {
-        target.metadata.namespace = Some("default".into());
-    }
     if let Driver::Peer { initial, .. } = &driver {
         for role in &mut target.spec.roles {
             if let Some(&n) = initial.get(&role.name) {
@@ -188,36 +185,7 @@ pub fn run_with(
             }
         }
     }
-    let settings = RoleSettings {
-        cold_start: options.cold_start(),
-        cold_start_spread: options.profile.cold_start_spread,
-        engine: options.profile.fluid,
-        request_profile: options.profile.request,
-        gpus_per_pod: options.profile.gpus_per_pod,
-    };
-    let fluid_load = match options.engine {
-        EngineModel::Fluid => trace
-            .to_profile(10.0)
-            .map_err(|e| SimError::Input(format!("the load: {e}")))?,
-        EngineModel::Request => LoadProfile::idle(),
-    };
-    let roles = target
-        .spec
-        .roles
-        .iter()
-        .map(|r| (r.name.clone(), (settings, fluid_load.clone())))
-        .collect();
     let bounds = bounds(&scaler, &target, &trace, options, end_seconds);
-    let requests = (options.engine == EngineModel::Request).then(|| {
-        (
-            trace.clone(),
-            RequestServing {
-                router: options.router,
-                kv_bytes_per_token: options.profile.kv_bytes_per_token,
-                ..RequestServing::default()
-            },
-        )
-    });
     let inputs = Inputs {
         scaler: match &driver {
             Driver::Mds => scaler.metadata.name.clone().unwrap_or_default(),
@@ -236,19 +204,7 @@ pub fn run_with(
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
     let start = start();
-    let scenario = Scenario {
-        config: WorldConfig {
-            seed: options.seed,
-            ..WorldConfig::default()
-        },
-        start,
-        target,
-        scaler,
-        roles,
-        quota: options.quota.clone(),
-        requests,
-        slo: options.slo,
-    };
+    let scenario = scenario(scaler, target, trace, options)?;
     let end = start + SignedDuration::from_secs_f64(end_seconds.max(1.0));
     let mut sim = match driver {
         Driver::Mds => Simulation::new(scenario)?,
@@ -273,6 +229,63 @@ pub fn run_with(
         bins,
         passes,
         violations,
+    })
+}
+
+/// The scenario [`run`] simulates: the world's settings from `options`, every role on the
+/// profile's engine, `trace` served request by request (or as a fluid load), starting at
+/// [`start`]. For tests that step a [`Simulation`] themselves and look at the cluster between
+/// passes; [`run_seconds`] says how long `run` would go on.
+pub fn scenario(
+    scaler: ModelDeploymentScaler,
+    mut target: ModelDeployment,
+    trace: Arc<Trace>,
+    options: &RunOptions,
+) -> Result<Scenario, SimError> {
+    if target.metadata.namespace.is_none() {
+        target.metadata.namespace = Some("default".into());
+    }
+    let settings = RoleSettings {
+        cold_start: options.cold_start(),
+        cold_start_spread: options.profile.cold_start_spread,
+        engine: options.profile.fluid,
+        request_profile: options.profile.request,
+        gpus_per_pod: options.profile.gpus_per_pod,
+    };
+    let fluid_load = match options.engine {
+        EngineModel::Fluid => trace
+            .to_profile(10.0)
+            .map_err(|e| SimError::Input(format!("the load: {e}")))?,
+        EngineModel::Request => LoadProfile::idle(),
+    };
+    let roles = target
+        .spec
+        .roles
+        .iter()
+        .map(|r| (r.name.clone(), (settings, fluid_load.clone())))
+        .collect();
+    let requests = (options.engine == EngineModel::Request).then(|| {
+        (
+            trace,
+            RequestServing {
+                router: options.router,
+                kv_bytes_per_token: options.profile.kv_bytes_per_token,
+                ..RequestServing::default()
+            },
+        )
+    });
+    Ok(Scenario {
+        config: WorldConfig {
+            seed: options.seed,
+            ..WorldConfig::default()
+        },
+        start: start(),
+        target,
+        scaler,
+        roles,
+        quota: options.quota.clone(),
+        requests,
+        slo: options.slo,
     })
 }
 

@@ -75,9 +75,12 @@ fn a_disaggregated_target_grows_within_its_band_and_serves_through_the_hand_off(
     }
 }
 
+/// Two GPUs: the initial prefill and decode replicas, nothing more. The growth times out and
+/// is rolled back; GPUStack refuses the Prefill/Decode retirement the rollback starts
+/// (TARGET.md section 5), so the added replicas stay, and the scaler restores the counts they
+/// need (spec, *Pacing and guards*; D5). Growth then waits for their admission (D18).
 #[test]
 fn a_budget_that_never_admits_growth_rolls_back_and_breaks_no_rule() {
-    // Two GPUs: the initial prefill and decode replicas, nothing more.
     let load = Synthetic::parse("constant:rate=12,duration=900,prompt=2000,output=300").unwrap();
     let report = pd_run(Some(2), Arc::new(load.generate(3)));
     assert!(report.violations.is_empty(), "{:#?}", report.violations);
@@ -86,16 +89,31 @@ fn a_budget_that_never_admits_growth_rolls_back_and_breaks_no_rule() {
         t.unadmitted_seconds > 60.0,
         "growth waited for admission: {t:#?}"
     );
+    let history: Vec<_> = report
+        .passes
+        .iter()
+        .map(|p| (p.t, p.replicas.clone(), p.write.clone()))
+        .collect();
+    let kinds: Vec<&str> = report
+        .passes
+        .iter()
+        .filter_map(|p| p.write.as_ref().map(|(kind, _)| kind.as_str()))
+        .collect();
+    let rollback = kinds.iter().position(|k| *k == "rollback");
+    assert!(
+        rollback.is_some_and(|i| kinds[i + 1..].first() == Some(&"restore")),
+        "unadmitted growth was rolled back, and the refused retirement restored: {history:?}"
+    );
+    let grown = report
+        .passes
+        .iter()
+        .find(|p| p.write.as_ref().is_some_and(|(k, _)| k == "commit"))
+        .map(|p| p.replicas.clone())
+        .unwrap();
     let last = report.passes.last().unwrap();
     assert_eq!(
-        (last.replicas["prefill"], last.replicas["decode"]),
-        (1, 1),
-        "unadmitted growth was rolled back: {:?}",
-        report
-            .passes
-            .iter()
-            .map(|p| (p.t, p.replicas.clone(), p.write.clone()))
-            .collect::<Vec<_>>()
+        last.replicas, grown,
+        "the counts are those of the replicas GPUStack kept: {history:?}"
     );
 }
 
