@@ -61,6 +61,9 @@ pub struct Comparison {
     pub cold_start_seconds: f64,
     pub targets: TargetsReport,
     pub bounds: Option<Bounds>,
+    /// Token demand per minute of the trace, tokens/s, per role with a capacity (as the role's
+    /// kind counts it).
+    pub demand: BTreeMap<String, Vec<f64>>,
     pub rows: Vec<Row>,
     /// Every run in full, in the rows' order.
     pub runs: Vec<RunReport>,
@@ -257,6 +260,7 @@ pub fn compare(
         run::run_seconds(trace, options),
     );
     let rows = rows(&runs, bounds.as_ref());
+    let demand = demand_per_minute(target, trace, &targets, run::run_seconds(trace, options));
     Ok(Comparison {
         cold_start_seconds: runs.first().map_or(0.0, |r| r.inputs.cold_start_seconds),
         targets: TargetsReport {
@@ -264,9 +268,56 @@ pub fn compare(
             tokens_per_second: targets.tokens_per_second.clone(),
         },
         bounds,
+        demand,
         rows,
         runs,
     })
+}
+
+/// Each role's token demand per minute, for roles with a per-replica capacity.
+fn demand_per_minute(
+    target: &ModelDeployment,
+    trace: &Trace,
+    targets: &Targets,
+    duration: f64,
+) -> BTreeMap<String, Vec<f64>> {
+    target
+        .spec
+        .roles
+        .iter()
+        .filter(|r| targets.tokens_per_second.contains_key(&r.name))
+        .map(|r| {
+            let kind = r.kind();
+            (
+                r.name.clone(),
+                crate::oracle::demand(trace, &kind, 60.0, duration),
+            )
+        })
+        .collect()
+}
+
+/// One run presented as a comparison of one policy (for the report of a single run).
+pub fn single(case: &Case, report: RunReport) -> Comparison {
+    let (scaler, target, trace, options) = (case.scaler, case.target, &case.trace, case.options);
+    let targets = targets_for(scaler, target, trace, options).unwrap_or(Targets {
+        queue_depth: BTreeMap::new(),
+        tokens_per_second: BTreeMap::new(),
+        ttft_seconds: options.slo.ttft_seconds,
+        itl_seconds: options.slo.itl_seconds,
+    });
+    let runs = vec![report];
+    let bounds = runs[0].bounds.clone();
+    Comparison {
+        cold_start_seconds: runs[0].inputs.cold_start_seconds,
+        targets: TargetsReport {
+            queue_depth: targets.queue_depth.clone(),
+            tokens_per_second: targets.tokens_per_second.clone(),
+        },
+        demand: demand_per_minute(target, trace, &targets, run::run_seconds(trace, options)),
+        rows: rows(&runs, bounds.as_ref()),
+        bounds,
+        runs,
+    }
 }
 
 fn rows(runs: &[RunReport], bounds: Option<&Bounds>) -> Vec<Row> {

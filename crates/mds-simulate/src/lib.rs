@@ -7,6 +7,7 @@
 //! run, byte for byte.
 
 pub mod compare;
+pub mod html;
 pub mod invariants;
 mod mirror;
 pub mod oracle;

@@ -53,7 +53,7 @@ fn the_json_report_holds_bins_passes_and_inputs_and_repeats_exactly() {
         let stdout = text(&out.stdout);
         stdout
             .lines()
-            .filter(|l| !l.starts_with("report: "))
+            .filter(|l| !l.starts_with("json: ") && !l.starts_with("report: "))
             .collect::<Vec<_>>()
             .join("\n")
     };
@@ -398,4 +398,67 @@ fn the_sweep_runs_on_every_bundled_trace() {
         }
         assert_eq!(stdout.matches("policies on").count(), 5, "{stdout}");
     }
+}
+
+#[test]
+fn the_html_report_goes_next_to_the_json_and_holds_every_plot_and_policy() {
+    let scratch = Scratch::new("simulate-report");
+    let json = scratch.0.join("run.json");
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--until",
+            "5m",
+            "--compare",
+            "mds,hpa,static-peak",
+            "--json",
+            &json.display().to_string(),
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let page_path = scratch.0.join("run.html");
+    assert!(
+        stdout.contains(&format!("report: {}", page_path.display())),
+        "{stdout}"
+    );
+    let page = std::fs::read_to_string(&page_path).unwrap();
+    for id in ["demand", "replicas", "ttft", "itl", "policies"] {
+        assert!(
+            page.contains(&format!("<svg id=\"{id}\"")),
+            "plot {id} missing"
+        );
+    }
+    for policy in ["<td>mds</td>", "<td>hpa</td>", "<td>static-peak</td>"] {
+        assert!(
+            page.contains(policy),
+            "{policy} missing from the summary table"
+        );
+    }
+    // Self-contained: the only URL is SVG's namespace.
+    assert_eq!(
+        page.matches("http").count(),
+        page.matches("http://www.w3.org/2000/svg").count()
+    );
+    assert!(page.contains("seed") && page.contains("llama3-8b-h100-vllm"));
+
+    // --no-report writes none; a single run writes its own.
+    let single = scratch.0.join("single.html");
+    let out = mds(&args(&["--report", &single.display().to_string()]), None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        std::fs::read_to_string(&single)
+            .unwrap()
+            .contains("<svg id=\"replicas\"")
+    );
+    let none = scratch.0.join("none.json");
+    let out = mds(
+        &args(&["--no-report", "--json", &none.display().to_string()]),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!scratch.0.join("none.html").exists());
+    assert!(!text(&out.stdout).contains("report: "));
 }

@@ -119,6 +119,14 @@ pub struct Args {
     /// Write everything (inputs, summary, one-minute bins, passes, violations) as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write the report, one self-contained HTML page with the plots, the summary table and
+    /// the inputs. Default: next to --json (its name with .html), else
+    /// mds-simulate/report.html in the system's temporary directory.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_report")]
+    pub report: Option<PathBuf>,
+    /// Write no HTML report.
+    #[arg(long)]
+    pub no_report: bool,
     /// Also print the one-minute bins.
     #[arg(long)]
     pub minutes: bool,
@@ -294,6 +302,43 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
     Ok(options)
 }
 
+/// Where the HTML report goes (`None`: --no-report).
+pub(super) fn report_path(args: &Args) -> Result<Option<PathBuf>, Stop> {
+    if args.no_report {
+        return Ok(None);
+    }
+    if let Some(path) = &args.report {
+        return Ok(Some(path.clone()));
+    }
+    if let Some(json) = &args.json {
+        return Ok(Some(json.with_extension("html")));
+    }
+    let dir = std::env::temp_dir().join("mds-simulate");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| unusable(format!("{}: cannot create: {e}", dir.display())))?;
+    Ok(Some(dir.join("report.html")))
+}
+
+/// Writes the HTML report of `comparisons`.
+pub(super) fn write_page(
+    path: &std::path::Path,
+    load: &str,
+    requests: usize,
+    quota: &str,
+    comparisons: &[mds_simulate::compare::Comparison],
+    featured: Option<&str>,
+) -> Result<(), Stop> {
+    let page = mds_simulate::html::page(&mds_simulate::html::Page {
+        load,
+        requests,
+        quota,
+        comparisons,
+        featured,
+    });
+    std::fs::write(path, page)
+        .map_err(|e| unusable(format!("{}: cannot write the report: {e}", path.display())))
+}
+
 /// `--cold-start`: one value, or a comma list to sweep (`[None]` without the flag).
 fn cold_starts(args: &Args) -> Result<Vec<Option<SignedDuration>>, Stop> {
     let Some(list) = &args.cold_start else {
@@ -392,6 +437,7 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
             &contenders,
             &quota_note,
             args.json.as_deref(),
+            report_path(args)?.as_deref(),
             !args.no_progress && std::io::stderr().is_terminal(),
         )?;
         if violations > 0 {
@@ -404,10 +450,11 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
     }
     let requests = trace.requests.len();
     let mut bar = Progress::new(!args.no_progress && std::io::stderr().is_terminal());
+    let trace = Arc::new(trace);
     let report = run(
-        scaler,
-        target,
-        Arc::new(trace),
+        scaler.clone(),
+        target.clone(),
+        trace.clone(),
         &name,
         &options,
         &mut |done| bar.show(done),
@@ -428,6 +475,18 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         minutes(&mut out, &report);
     }
     if let Some(path) = &args.json {
+        let _ = writeln!(out, "json: {}", path.display());
+    }
+    if let Some(path) = report_path(args)? {
+        let case = mds_simulate::compare::Case {
+            scaler: &scaler,
+            target: &target,
+            trace,
+            load: &name,
+            options: &options,
+        };
+        let comparisons = [mds_simulate::compare::single(&case, report.clone())];
+        write_page(&path, &name, requests, &quota_note, &comparisons, None)?;
         let _ = writeln!(out, "report: {}", path.display());
     }
     if report.violations.is_empty() {

@@ -144,6 +144,7 @@ pub fn run(
     contenders: &[Contender],
     quota_note: &str,
     json: Option<&std::path::Path>,
+    page: Option<&std::path::Path>,
     progress: bool,
 ) -> Result<(String, usize), Stop> {
     let requests = trace.requests.len();
@@ -194,9 +195,44 @@ pub fn run(
         violations += c.rows.iter().map(|r| r.violations).sum::<usize>();
     }
     if let Some(path) = json {
+        let _ = writeln!(out, "json: {}", path.display());
+    }
+    if let Some(path) = page {
+        super::simulate::write_page(
+            path,
+            name,
+            requests,
+            quota_note,
+            &comparisons,
+            Some(&featured(scaler, contenders)),
+        )?;
         let _ = writeln!(out, "report: {}", path.display());
     }
     Ok((out, violations))
+}
+
+/// The row the report's time plots follow: the scaler as given, else our variant with its
+/// algorithm.
+fn featured(scaler: &ModelDeploymentScaler, contenders: &[Contender]) -> String {
+    let names: Vec<String> = contenders.iter().map(Contender::name).collect();
+    if names.iter().any(|n| n == "mds") {
+        return "mds".into();
+    }
+    let algorithm = scaler
+        .spec
+        .algorithm
+        .as_ref()
+        .and_then(|a| a.algorithm_type.as_ref())
+        .map(|t| format!("mds-{}", format!("{t:?}").to_lowercase()))
+        .unwrap_or_default();
+    if names.contains(&algorithm) {
+        algorithm
+    } else {
+        names
+            .into_iter()
+            .find(|n| n.starts_with("mds"))
+            .unwrap_or_default()
+    }
 }
 
 fn percent(v: Option<f64>) -> String {

@@ -1,0 +1,476 @@
+//! The simulation report people look at: one self-contained HTML page (inline CSS and SVG, no
+//! script, nothing fetched), readable on a laptop screen and in print. Demand against ready
+//! capacity, replicas per role with the scale actions marked, p95 TTFT and ITL against their
+//! SLOs, and across policies attainment against GPU-hours with Oracle B marked; then the
+//! summary table and the run's inputs.
+
+mod svg;
+
+use std::fmt::Write as _;
+
+use crate::compare::Comparison;
+use crate::run::RunReport;
+use svg::{Dot, LineChart, PALETTE, Series, escape};
+
+/// What the page shows.
+pub struct Page<'a> {
+    /// The load's description.
+    pub load: &'a str,
+    pub requests: usize,
+    /// The quota as the command states it (empty: unlimited).
+    pub quota: &'a str,
+    /// One comparison per cold start; the plots show the first.
+    pub comparisons: &'a [Comparison],
+    /// The policy the time plots follow (the scaler under test); `None`: our first row.
+    pub featured: Option<&'a str>,
+}
+
+const STYLE: &str = r#"
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #111; margin: 24px auto; max-width: 980px; padding: 0 16px; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 28px 0 6px; }
+p.meta { color: #444; margin: 0 0 12px; }
+figure { margin: 12px 0 20px; break-inside: avoid; } figcaption { color: #444; font-size: 12.5px; }
+svg.chart { width: 100%; height: auto; background: #fff; }
+svg .title { font-size: 13px; font-weight: 600; } svg .tick, svg .legend, svg .label { font-size: 10.5px; fill: #333; }
+svg .axis { font-size: 11.5px; fill: #222; } svg .grid { stroke: #e4e4e4; stroke-width: 1; }
+svg .frame { fill: none; stroke: #888; } svg .reference { stroke: #b00; stroke-dasharray: 6 4; stroke-width: 1.2; }
+svg .mark { stroke-width: 1.4; opacity: .8; } svg .reference-label { fill: #b00; }
+table { border-collapse: collapse; width: 100%; font-size: 12.5px; font-variant-numeric: tabular-nums; }
+th, td { border-bottom: 1px solid #ddd; padding: 3px 6px; text-align: right; } th:first-child, td:first-child { text-align: left; }
+tr.ours td { font-weight: 600; } dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; font-size: 13px; }
+dt { color: #555; } dd { margin: 0; }
+@media print { body { margin: 0; max-width: none; } h2 { break-after: avoid; } }
+"#;
+
+/// Records on `body` what each plot drew (its series' and dots' union box, in pixels), so a
+/// browser test can tell a drawn plot from an empty one; the page renders without it.
+const DRAWN: &str = r#"addEventListener('load', () => {
+  document.body.dataset.drawn = [...document.querySelectorAll('svg.chart')].map(svg => {
+    const els = [...svg.querySelectorAll('.series, .dot')];
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (const r of els.map(e => e.getBoundingClientRect())) {
+      x0 = Math.min(x0, r.left); y0 = Math.min(y0, r.top); x1 = Math.max(x1, r.right); y1 = Math.max(y1, r.bottom);
+    }
+    const w = els.length ? Math.round(x1 - x0) : 0, h = els.length ? Math.round(y1 - y0) : 0;
+    return `${svg.id}:${els.length}:${w}x${h};`;
+  }).join('');
+});"#;
+
+fn percent(v: Option<f64>) -> String {
+    v.map_or("-".into(), |a| format!("{:.1}", a * 100.0))
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".into(), |s| format!("{:.0}", s * 1000.0))
+}
+
+fn ratio(v: Option<f64>) -> String {
+    v.map_or("-".into(), |r| format!("{r:.2}"))
+}
+
+/// The run the time plots show: the featured policy, else our first row, else the first.
+fn featured<'c>(c: &'c Comparison, name: Option<&str>) -> Option<&'c RunReport> {
+    let find = |pick: &dyn Fn(&str) -> bool| {
+        c.runs
+            .iter()
+            .zip(&c.rows)
+            .find(|(_, row)| pick(&row.policy))
+            .map(|(run, _)| run)
+    };
+    name.and_then(|n| find(&|p| p == n))
+        .or_else(|| find(&|p| p.starts_with("mds")))
+        .or_else(|| c.runs.first())
+}
+
+/// Minutes since the start of each bin's end (plots put a bin's value at its end).
+fn minute(start: f64, seconds: f64) -> f64 {
+    (start + seconds) / 60.0
+}
+
+fn demand_chart(c: &Comparison, run: &RunReport) -> String {
+    let mut series = Vec::new();
+    for (i, (role, demand)) in c.demand.iter().enumerate() {
+        let colour = PALETTE[(2 * i) % PALETTE.len()];
+        series.push(Series {
+            name: format!("{role} demand"),
+            colour,
+            dashed: false,
+            steps: true,
+            points: demand
+                .iter()
+                .enumerate()
+                .map(|(m, d)| (m as f64 + 1.0, *d))
+                .collect(),
+        });
+        let capacity = c
+            .targets
+            .tokens_per_second
+            .get(role)
+            .copied()
+            .unwrap_or(0.0);
+        series.push(Series {
+            name: format!("{role} ready capacity"),
+            colour: PALETTE[(2 * i + 1) % PALETTE.len()],
+            dashed: true,
+            steps: true,
+            points: run
+                .bins
+                .iter()
+                .map(|b| {
+                    let ready = b.ready.get(role).copied().unwrap_or(0);
+                    (minute(b.start, b.seconds), f64::from(ready) * capacity)
+                })
+                .collect(),
+        });
+    }
+    LineChart {
+        id: "demand".into(),
+        title: format!("Demand against ready capacity ({})", run.inputs.scaler),
+        x_label: "minutes".into(),
+        y_label: "tokens/s".into(),
+        series,
+        references: Vec::new(),
+        marks: Vec::new(),
+        log_y: false,
+    }
+    .render()
+}
+
+fn replicas_chart(run: &RunReport) -> String {
+    let roles: Vec<&String> = run.summary.replica_stats.keys().collect();
+    let mut series = Vec::new();
+    for (i, role) in roles.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let counts = |ready: bool| -> Vec<(f64, f64)> {
+            std::iter::once((
+                0.0,
+                run.passes
+                    .first()
+                    .and_then(|p| p.replicas.get(*role))
+                    .copied()
+                    .unwrap_or(0) as f64,
+            ))
+            .chain(run.bins.iter().map(|b| {
+                let map = if ready { &b.ready } else { &b.replicas };
+                (
+                    minute(b.start, b.seconds),
+                    f64::from(map.get(*role).copied().unwrap_or(0)),
+                )
+            }))
+            .collect()
+        };
+        series.push(Series {
+            name: format!("{role} target"),
+            colour,
+            dashed: false,
+            steps: true,
+            points: counts(false),
+        });
+        series.push(Series {
+            name: format!("{role} ready"),
+            colour,
+            dashed: true,
+            steps: true,
+            points: counts(true),
+        });
+    }
+    let marks = run
+        .passes
+        .iter()
+        .filter(|p| {
+            p.write
+                .as_ref()
+                .is_some_and(|(kind, landed)| *landed && kind != "bind")
+        })
+        .map(|p| (p.t / 60.0, PALETTE[6]))
+        .collect();
+    LineChart {
+        id: "replicas".into(),
+        title: format!(
+            "Replicas per role ({}; ticks at the bottom: scale actions)",
+            run.inputs.scaler
+        ),
+        x_label: "minutes".into(),
+        y_label: "replicas".into(),
+        series,
+        references: Vec::new(),
+        marks,
+        log_y: false,
+    }
+    .render()
+}
+
+fn latency_chart(c: &Comparison, itl: bool) -> String {
+    let slo = c
+        .runs
+        .first()
+        .map(|r| {
+            if itl {
+                r.inputs.slo.itl_seconds
+            } else {
+                r.inputs.slo.ttft_seconds
+            }
+        })
+        .unwrap_or(0.0);
+    // Our scaler's runs and HPA, so the page stays legible with many policies.
+    let shown: Vec<&RunReport> = c
+        .runs
+        .iter()
+        .zip(&c.rows)
+        .filter(|(_, row)| row.policy.starts_with("mds") || row.policy == "hpa")
+        .map(|(run, _)| run)
+        .take(PALETTE.len())
+        .collect();
+    let series = shown
+        .iter()
+        .enumerate()
+        .map(|(i, run)| Series {
+            name: run.inputs.scaler.clone(),
+            colour: PALETTE[i % PALETTE.len()],
+            dashed: run.inputs.scaler == "hpa",
+            steps: false,
+            points: run
+                .bins
+                .iter()
+                .filter_map(|b| {
+                    let p = if itl { b.itl.p95 } else { b.ttft.p95 };
+                    Some((minute(b.start, b.seconds), p? * 1000.0))
+                })
+                .collect(),
+        })
+        .collect();
+    let name = if itl { "ITL" } else { "TTFT" };
+    LineChart {
+        id: name.to_lowercase(),
+        title: format!("p95 {name} per minute against the SLO"),
+        x_label: "minutes".into(),
+        y_label: format!("p95 {name} (ms, log scale)"),
+        series,
+        references: vec![(format!("SLO {:.0} ms", slo * 1000.0), slo * 1000.0)],
+        marks: Vec::new(),
+        log_y: true,
+    }
+    .render()
+}
+
+fn policies_chart(c: &Comparison) -> String {
+    // Policies that land on the same spot share one dot, labelled by the first and a count.
+    let mut dots: Vec<(Dot, usize)> = Vec::new();
+    for r in &c.rows {
+        let Some(attainment) = r.attainment else {
+            continue;
+        };
+        let (x, y) = (r.gpu_hours, attainment * 100.0);
+        let ours = r.policy.starts_with("mds");
+        match dots
+            .iter_mut()
+            .find(|(d, _)| d.ours == ours && (d.x - x).abs() < 0.02 && (d.y - y).abs() < 0.15)
+        {
+            Some((_, n)) => *n += 1,
+            None => dots.push((
+                Dot {
+                    name: r.policy.clone(),
+                    x,
+                    y,
+                    ours,
+                },
+                1,
+            )),
+        }
+    }
+    let dots: Vec<Dot> = dots
+        .into_iter()
+        .map(|(mut d, n)| {
+            if n > 1 {
+                d.name = format!("{} +{}", d.name, n - 1);
+            }
+            d
+        })
+        .collect();
+    svg::scatter(
+        "policies",
+        "SLO attainment against GPU-hours, every policy",
+        &dots,
+        c.bounds.as_ref().map(|b| {
+            (
+                format!("Oracle B {:.2}", b.oracle_b_gpu_hours),
+                b.oracle_b_gpu_hours,
+            )
+        }),
+    )
+}
+
+fn table(out: &mut String, c: &Comparison) {
+    out.push_str("<table><thead><tr><th>policy</th><th>SLO %</th><th>minutes %</th><th>TTFT p95 ms</th><th>ITL p95 ms</th><th>GPU-h</th><th>/ Oracle B</th><th>/ HPA</th><th>actions/h</th><th>flaps</th><th>s above quota</th><th>violations</th></tr></thead><tbody>");
+    for r in &c.rows {
+        let _ = write!(
+            out,
+            "<tr{cls}><td>{p}</td><td>{a}</td><td>{w}</td><td>{t}</td><td>{i}</td><td>{g:.2}</td><td>{b}</td><td>{h}</td><td>{act:.1}</td><td>{f}</td><td>{q:.0}</td><td>{v}</td></tr>",
+            cls = if r.policy.starts_with("mds") {
+                r#" class="ours""#
+            } else {
+                ""
+            },
+            p = escape(&r.policy),
+            a = percent(r.attainment),
+            w = percent(r.window_attainment),
+            t = ms(r.ttft_p95_seconds),
+            i = ms(r.itl_p95_seconds),
+            g = r.gpu_hours,
+            b = ratio(r.vs_oracle_b),
+            h = ratio(r.vs_hpa),
+            act = r.scale_actions_per_hour,
+            f = r.flaps,
+            q = r.above_budget_seconds,
+            v = r.violations,
+        );
+    }
+    out.push_str("</tbody></table>");
+}
+
+fn inputs(out: &mut String, page: &Page, c: &Comparison) {
+    let Some(run) = c.runs.first() else {
+        return;
+    };
+    let i = &run.inputs;
+    out.push_str("<dl>");
+    let mut row = |k: &str, v: String| {
+        let _ = write!(out, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
+    };
+    let scaler = featured(c, page.featured).map_or_else(String::new, |r| r.inputs.scaler.clone());
+    row("scaler", scaler);
+    row("target", i.target.clone());
+    row(
+        "trace",
+        format!("{} ({} requests)", page.load, page.requests),
+    );
+    row("profile", i.profile.clone());
+    row(
+        "engine",
+        format!("{}, router {}", i.engine.as_str(), i.router),
+    );
+    row(
+        "cold start",
+        format!(
+            "{:.0} s ± {:.0} %",
+            c.cold_start_seconds,
+            i.cold_start_spread * 100.0
+        ),
+    );
+    row("seed", i.seed.to_string());
+    row(
+        "SLO",
+        format!(
+            "TTFT {:.0} ms, mean ITL {:.0} ms",
+            i.slo.ttft_seconds * 1000.0,
+            i.slo.itl_seconds * 1000.0
+        ),
+    );
+    row(
+        "quota",
+        if page.quota.is_empty() {
+            "unlimited".into()
+        } else {
+            page.quota.to_string()
+        },
+    );
+    let targets: Vec<String> = c
+        .targets
+        .tokens_per_second
+        .iter()
+        .map(|(role, t)| {
+            let q = c.targets.queue_depth.get(role).copied().unwrap_or(0.0);
+            format!("{role} {t:.0} tokens/s = {q:.1} requests")
+        })
+        .collect();
+    row("per-replica targets", targets.join(", "));
+    if let Some(b) = &c.bounds {
+        row(
+            "bounds",
+            format!(
+                "Oracle A {:.2}, Oracle B {:.2}, static peak {:.2} GPU-hours",
+                b.oracle_a_gpu_hours, b.oracle_b_gpu_hours, b.static_peak_gpu_hours
+            ),
+        );
+    }
+    row("simulated", format!("{:.1} min", i.duration_seconds / 60.0));
+    row("version", format!("mds {}", i.version));
+    out.push_str("</dl>");
+}
+
+/// The whole page.
+pub fn page(page: &Page) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>mds simulate: {}</title><style>{STYLE}</style></head><body>",
+        escape(page.load)
+    );
+    let Some(first) = page.comparisons.first() else {
+        out.push_str("<p>No run.</p></body></html>");
+        return out;
+    };
+    let _ = write!(
+        out,
+        "<h1>mds simulate: {} policies on {}</h1><p class=\"meta\">{} requests · cold start {:.0} s · the plots show the first cold start; tables follow for each</p>",
+        first.rows.len(),
+        escape(page.load),
+        page.requests,
+        first.cold_start_seconds
+    );
+    if let Some(run) = featured(first, page.featured) {
+        let _ = write!(
+            out,
+            "<h2>Demand and capacity</h2><figure>{}<figcaption>Token demand per minute of the trace as the role counts it (cache-missed prompt tokens for prefill, generated tokens for decode, both for a server) against ready replicas times the per-replica capacity.</figcaption></figure>",
+            demand_chart(first, run)
+        );
+        let _ = write!(
+            out,
+            "<h2>Replicas</h2><figure>{}<figcaption>The count the scaler wrote (solid) and the replicas ready (dashed); the gap is cold start and admission.</figcaption></figure>",
+            replicas_chart(run)
+        );
+    }
+    let _ = write!(
+        out,
+        "<h2>Latency</h2><figure>{}</figure><figure>{}<figcaption>p95 of each minute's requests (mean ITL per request), our runs and HPA's (dashed); the red line is the SLO.</figcaption></figure>",
+        latency_chart(first, false),
+        latency_chart(first, true)
+    );
+    let _ = write!(
+        out,
+        "<h2>Every policy</h2><figure>{}<figcaption>Up and to the left is better; no policy that meets every 10 s bin's demand starts its replicas more cheaply than Oracle B.</figcaption></figure>",
+        policies_chart(first)
+    );
+    for c in page.comparisons {
+        let _ = write!(
+            out,
+            "<h2>Summary at a {:.0} s cold start</h2>",
+            c.cold_start_seconds
+        );
+        table(&mut out, c);
+    }
+    out.push_str("<h2>Inputs</h2>");
+    inputs(&mut out, page, first);
+    let _ = writeln!(out, "<script>{DRAWN}</script></body></html>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_is_self_contained_and_escapes_what_it_shows() {
+        let page = page(&Page {
+            load: "a <trace> & more",
+            requests: 3,
+            quota: "",
+            comparisons: &[],
+            featured: None,
+        });
+        assert!(page.starts_with("<!DOCTYPE html>"));
+        assert!(page.contains("a &lt;trace&gt; &amp; more"));
+        assert!(!page.contains("<trace>"));
+        assert!(page.contains("No run."));
+    }
+}

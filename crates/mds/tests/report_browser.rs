@@ -1,0 +1,154 @@
+//! The HTML report in a real browser: `mds simulate --report` writes a page that headless
+//! Chromium renders to a screenshot that is not blank, and in which every plot drew its data.
+//! Without Chromium (Debian's `chromium`; `.ci/run` installs it) the test says loudly that it
+//! skipped.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{Scratch, mds, text};
+
+/// Chromium: `MDS_CHROMIUM`, else the usual paths.
+fn chromium() -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("MDS_CHROMIUM") {
+        return Some(PathBuf::from(path));
+    }
+    [
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+        "/usr/bin/google-chrome",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+}
+
+/// Headless Chromium with the flags a closed network needs, its profile in `scratch`.
+fn headless(browser: &Path, scratch: &Path) -> Command {
+    let mut cmd = Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+    ])
+    .arg(format!(
+        "--user-data-dir={}",
+        scratch.join("profile").display()
+    ));
+    cmd
+}
+
+/// Pixels of an RGBA or RGB PNG: (width, height, rgb of each pixel).
+fn pixels(png_path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).expect("the screenshot"),
+    ));
+    let mut reader = decoder.read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size().expect("a size")];
+    let info = reader.next_frame(&mut buf).expect("a frame");
+    let channels = info.color_type.samples();
+    let rgb = buf[..info.buffer_size()]
+        .chunks(channels)
+        .map(|p| [p[0], p[1], p[2]])
+        .collect();
+    (info.width, info.height, rgb)
+}
+
+#[test]
+fn the_report_renders_in_chromium_with_every_plot_drawn() {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "!!! SKIPPED the_report_renders_in_chromium_with_every_plot_drawn: no Chromium \
+             (install Debian's chromium, or set MDS_CHROMIUM)"
+        );
+        return;
+    };
+    let scratch = Scratch::new("report-browser");
+    let page = scratch.0.join("report.html");
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--until",
+            "10m",
+            "--compare",
+            "mds,hpa,dynamo,static-peak",
+            "--report",
+            &page.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains(&format!("report: {}", page.display())));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("<script src"), "nothing is fetched");
+    assert!(!html.contains("<link"), "nothing is fetched");
+    let url = format!("file://{}", page.display());
+
+    // The DOM after layout: the page's own check of what each plot drew.
+    let dom = headless(&browser, &scratch.0)
+        .args(["--virtual-time-budget=2000", "--dump-dom", &url])
+        .output()
+        .expect("chromium runs");
+    let dom = text(&dom.stdout);
+    let drawn = dom
+        .split("data-drawn=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("the page did not report what it drew:\n{dom:.2000}"));
+    let plots: Vec<&str> = drawn.split(';').filter(|p| !p.is_empty()).collect();
+    for id in ["demand", "replicas", "ttft", "itl", "policies"] {
+        let plot = plots
+            .iter()
+            .find(|p| p.starts_with(&format!("{id}:")))
+            .unwrap_or_else(|| panic!("plot {id} missing from {drawn}"));
+        // `id:elements:WIDTHxHEIGHT`, the union of the drawn series and dots in pixels (a
+        // constant series is a flat line: no height).
+        let fields: Vec<&str> = plot.split(':').collect();
+        let elements: u32 = fields.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let size: Vec<f64> = fields
+            .get(2)
+            .map(|v| v.split('x').map(|n| n.parse().unwrap_or(0.0)).collect())
+            .unwrap_or_default();
+        assert!(
+            elements > 0 && size.len() == 2 && (size[0] >= 8.0 || size[1] >= 8.0),
+            "plot {id} drew nothing visible: {plot}"
+        );
+    }
+
+    // The screenshot: not blank, and the plots' colours are on it.
+    let shot = scratch.0.join("report.png");
+    let status = headless(&browser, &scratch.0)
+        .args(["--window-size=1280,3200"])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .status()
+        .expect("chromium runs");
+    assert!(status.success(), "chromium failed to take the screenshot");
+    let (w, h, px) = pixels(&shot);
+    assert_eq!((w, h), (1280, 3200));
+    let ink = px.iter().filter(|p| p.iter().any(|c| *c < 200)).count();
+    assert!(
+        ink > px.len() / 100,
+        "the screenshot is nearly blank: {ink} dark pixels"
+    );
+    let blue = px
+        .iter()
+        .filter(|p| p[2] > 150 && p[0] < 40 && (90..140).contains(&p[1]))
+        .count();
+    assert!(
+        blue > 200,
+        "our series colour (#0072b2) is missing: {blue} pixels"
+    );
+    if let Ok(dir) = std::env::var("MDS_KEEP_SCREENSHOT") {
+        std::fs::copy(&shot, Path::new(&dir).join("report.png")).unwrap();
+    }
+}
