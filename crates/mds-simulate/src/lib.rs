@@ -9,6 +9,7 @@
 pub mod compare;
 pub mod html;
 pub mod invariants;
+pub mod knee;
 mod mirror;
 pub mod oracle;
 mod peer_drive;
@@ -19,6 +20,7 @@ pub mod report;
 pub mod roster;
 pub mod run;
 mod source;
+pub mod suggest;
 pub mod targets;
 
 use std::collections::BTreeMap;

@@ -462,3 +462,72 @@ fn the_html_report_goes_next_to_the_json_and_holds_every_plot_and_policy() {
     assert!(!scratch.0.join("none.html").exists());
     assert!(!text(&out.stdout).contains("report: "));
 }
+
+#[test]
+fn suggest_prints_a_fragment_and_the_knee_of_recorded_metrics_is_found() {
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--suggest",
+            "--load",
+            "constant:rate=3,duration=600,prompt=1024,output=256",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "mds simulate --suggest: chat on constant",
+        "<- cheapest within the goal",
+        "suggested: server ",
+        "paste into the scaler's spec:",
+        "serverTargetTokensPerSecond: \"",
+    ] {
+        assert!(stdout.contains(line), "{line:?} missing:\n{stdout}");
+    }
+
+    // Recorded metrics: 500 to 10,000 tokens/s per replica, p95 TTFT 300 ms below 6,000 and
+    // 900 ms from it on (SLO 500 ms): the knee is at 5,750 and the target the 5,500 seen
+    // within the SLO.
+    let scratch = Scratch::new("simulate-knee");
+    let mut timeline = String::new();
+    for i in 2..=20 {
+        let per_replica = f64::from(i) * 500.0;
+        let ttft = if per_replica < 6000.0 { 300 } else { 900 };
+        timeline.push_str(&format!(
+            "{{\"t\": {}, \"roles\": {{\"server\": {{\"readyReplicas\": 2, \"promptTokensPerSecond\": {}, \"generationTokensPerSecond\": {}, \"ttftMilliseconds\": {ttft}, \"itlMilliseconds\": 20}}}}}}\n",
+            i * 15,
+            per_replica * 2.0 * 0.8,
+            per_replica * 2.0 * 0.2,
+        ));
+    }
+    let file = scratch.file("timeline.jsonl", &timeline);
+    let out = mds(&["simulate", "--suggest", "--metrics", &file], None);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("knee 5750 tokens/s per replica"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("serverTargetTokensPerSecond: \"5500\""),
+        "{stdout}"
+    );
+
+    let broken = scratch.file("broken.jsonl", "{\"t\": 0, \"roles\": {}}\nnot json\n");
+    let out = mds(&["simulate", "--suggest", "--metrics", &broken], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("line 2: not JSON"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = mds(&["simulate", "--suggest", "--goal", "120"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--goal 120"),
+        "{}",
+        text(&out.stderr)
+    );
+}

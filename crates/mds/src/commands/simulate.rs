@@ -91,6 +91,19 @@ pub struct Args {
     /// scaler alone. Default: `all` when no --scaler is given, else `none`.
     #[arg(long, value_name = "POLICIES", num_args = 0..=1, default_missing_value = "peers")]
     pub compare: Option<String>,
+    /// Search the scaler's per-replica targets (token capacities, or Proportional's request
+    /// targets) for the cheapest setting whose SLO attainment meets --goal, and print it as a
+    /// fragment to paste into the scaler.
+    #[arg(long, conflicts_with = "compare")]
+    pub suggest: bool,
+    /// With --suggest: recorded metrics instead of a simulation, a timeline in the `mds
+    /// replay` format (JSON Lines of per-role load and p95 latency); suggests each role's
+    /// target from the load at which its latency left the SLO.
+    #[arg(long, value_name = "FILE", requires = "suggest")]
+    pub metrics: Option<PathBuf>,
+    /// The SLO attainment --suggest must meet, in percent.
+    #[arg(long, value_name = "PERCENT", default_value_t = 95.0)]
+    pub goal: f64,
     /// The engine profile (model, GPU, engine version); `--profile list` lists them.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_PROFILE)]
     pub profile: String,
@@ -415,6 +428,19 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
             .join(", ")
     };
     let cold_starts = cold_starts(args)?;
+    if let (true, Some(path)) = (args.suggest, &args.metrics) {
+        return super::simulate_suggest::from_metrics(path, &scaler, &target, options.slo);
+    }
+    if args.suggest {
+        let case = mds_simulate::compare::Case {
+            scaler: &scaler,
+            target: &target,
+            trace: Arc::new(trace),
+            load: &name,
+            options: &options,
+        };
+        return super::simulate_suggest::run(&case, args.goal);
+    }
     let selection = match args.compare.as_deref() {
         Some("none") => None,
         Some(value) => Some(value),

@@ -1,0 +1,289 @@
+//! `mds simulate --suggest`: the cheapest per-replica target that meets an SLO attainment goal,
+//! searched on the trace and profile with the production code, ready to paste.
+//!
+//! The search keeps the scaler as it is and scales every role's per-replica target by one
+//! factor (so the ratios between roles' targets stay): the token capacities for TokenThroughput
+//! and Predictive (both its capacity and its fallback), the request targets for Proportional.
+//! It runs a geometric grid of factors from 1/4 to 8 of the given targets, then halves the gap
+//! between the cheapest setting that meets the goal and the next larger one three times, and
+//! picks the fewest GPU-hours among the settings that meet it (ties: the higher attainment).
+//! Every trial is a whole `mds simulate` run on the same world and seed, run side by side.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use mds_api::ModelDeploymentScaler;
+
+use crate::SimError;
+use crate::compare::{self, Case, Contender};
+
+/// One setting tried.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Trial {
+    /// The factor on the given targets.
+    pub factor: f64,
+    /// Per role: the target it sets (tokens/s or requests).
+    pub targets: Vec<(String, f64)>,
+    pub attainment: Option<f64>,
+    pub gpu_hours: f64,
+    pub violations: usize,
+}
+
+impl Trial {
+    fn meets(&self, goal: f64) -> bool {
+        self.violations == 0 && self.attainment.is_some_and(|a| a >= goal)
+    }
+}
+
+/// The search's answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Suggestion {
+    /// The SLO attainment goal, 0..1.
+    pub goal: f64,
+    /// Every setting tried, by factor.
+    pub trials: Vec<Trial>,
+    /// The cheapest that meets the goal (`None`: none does).
+    pub chosen: Option<Trial>,
+    /// The scaler's `spec.algorithm` with the chosen targets, as YAML.
+    pub fragment: Option<String>,
+}
+
+/// Where each role's target sits in `spec.algorithm`, and its value.
+fn target_fields(algorithm: &Value) -> Vec<(Vec<String>, f64)> {
+    let mut out = Vec::new();
+    let kind = algorithm["type"].as_str().unwrap_or("TokenThroughput");
+    let mut token_fields = |base: &[&str]| {
+        let mut block = algorithm;
+        for key in base {
+            block = &block[*key];
+        }
+        if let Some(map) = block.as_object() {
+            for (key, value) in map {
+                let is_target = key.ends_with("TargetTokensPerSecond")
+                    || key.ends_with("TokenCapacityPerReplica");
+                if let Some(v) = quantity(value).filter(|_| is_target) {
+                    let mut path: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+                    path.push(key.clone());
+                    out.push((path, v));
+                }
+            }
+        }
+    };
+    match kind {
+        "Proportional" => {
+            if let Some(targets) = algorithm["proportional"]["roleTargets"].as_array() {
+                for (i, t) in targets.iter().enumerate() {
+                    if let Some(v) = quantity(&t["target"]) {
+                        let path = vec![
+                            "proportional".to_string(),
+                            "roleTargets".to_string(),
+                            i.to_string(),
+                            "target".to_string(),
+                        ];
+                        out.push((path, v));
+                    }
+                }
+            }
+        }
+        "Predictive" => {
+            token_fields(&["predictive"]);
+            token_fields(&["predictive", "tokenThroughput"]);
+        }
+        _ => token_fields(&["tokenThroughput"]),
+    }
+    out
+}
+
+fn quantity(v: &Value) -> Option<f64> {
+    match v {
+        Value::String(s) => mds_api::quantity::parse_decimal(s).ok().map(|d| d.to_f64()),
+        Value::Number(n) => n.as_f64(),
+        _ => None,
+    }
+    .filter(|v| v.is_finite() && *v > 0.0)
+}
+
+fn set(algorithm: &mut Value, path: &[String], value: f64) {
+    let mut at = algorithm;
+    for key in path {
+        at = match key.parse::<usize>() {
+            Ok(i) if at.is_array() => &mut at[i],
+            _ => &mut at[key.as_str()],
+        };
+    }
+    *at = Value::String(format_quantity(value));
+}
+
+/// A target as a quantity string: whole above 10, two decimals below.
+fn format_quantity(v: f64) -> String {
+    if v >= 10.0 {
+        format!("{}", v.round())
+    } else {
+        format!("{}", (v * 100.0).round() / 100.0)
+    }
+}
+
+/// The label a role's target field names (`server`, `prefill`, or the role of a Proportional
+/// target).
+fn label(algorithm: &Value, path: &[String]) -> String {
+    let last = path.last().map(String::as_str).unwrap_or_default();
+    if last == "target" {
+        let index: usize = path.get(2).and_then(|i| i.parse().ok()).unwrap_or(0);
+        return algorithm["proportional"]["roleTargets"][index]["name"]
+            .as_str()
+            .unwrap_or("role")
+            .to_string();
+    }
+    let role = last
+        .strip_suffix("TargetTokensPerSecond")
+        .or_else(|| last.strip_suffix("TokenCapacityPerReplica"))
+        .unwrap_or(last);
+    if path.len() > 2 {
+        format!("{role} (fallback)")
+    } else {
+        role.to_string()
+    }
+}
+
+/// The scaler with every target scaled by `factor`.
+fn scaled(
+    scaler: &ModelDeploymentScaler,
+    factor: f64,
+) -> Result<(ModelDeploymentScaler, Vec<(String, f64)>), SimError> {
+    let mut doc = serde_json::to_value(scaler)
+        .map_err(|e| SimError::Input(format!("the scaler does not serialise: {e}")))?;
+    let fields = target_fields(&doc["spec"]["algorithm"]);
+    let mut targets = Vec::new();
+    for (path, value) in &fields {
+        let v = value * factor;
+        set(&mut doc["spec"]["algorithm"], path, v);
+        targets.push((label(&doc["spec"]["algorithm"], path), v));
+    }
+    let variant = serde_json::from_value(doc)
+        .map_err(|e| SimError::Input(format!("a scaled scaler does not parse: {e}")))?;
+    Ok((variant, targets))
+}
+
+fn run_factors(case: &Case, factors: &[f64], threads: usize) -> Result<Vec<Trial>, SimError> {
+    let mut contenders = Vec::new();
+    let mut targets = Vec::new();
+    for f in factors {
+        let (scaler, t) = scaled(case.scaler, *f)?;
+        contenders.push(Contender::Mds {
+            name: format!("x{f}"),
+            scaler: Box::new(scaler),
+        });
+        targets.push(t);
+    }
+    let comparison = compare::compare(case, &contenders, threads, &|_| {})?;
+    Ok(comparison
+        .rows
+        .iter()
+        .zip(factors)
+        .zip(targets)
+        .map(|((row, f), t)| Trial {
+            factor: *f,
+            targets: t,
+            attainment: row.attainment,
+            gpu_hours: row.gpu_hours,
+            violations: row.violations,
+        })
+        .collect())
+}
+
+/// The search (module documentation).
+pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, SimError> {
+    let doc = serde_json::to_value(case.scaler)
+        .map_err(|e| SimError::Input(format!("the scaler does not serialise: {e}")))?;
+    if target_fields(&doc["spec"]["algorithm"]).is_empty() {
+        return Err(SimError::Input(
+            "the scaler's algorithm gives no per-replica target to search (a token capacity or a Proportional request target)".into(),
+        ));
+    }
+    let grid = [0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6, 8.0];
+    let mut trials = run_factors(case, &grid, threads)?;
+    for _ in 0..3 {
+        trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
+        let Some(best) = cheapest(&trials, goal) else {
+            break;
+        };
+        let Some(next) = trials.iter().find(|t| t.factor > best.factor) else {
+            break;
+        };
+        let mid = (best.factor * next.factor).sqrt();
+        if (next.factor / best.factor) < 1.02 {
+            break;
+        }
+        let mid = (mid * 1000.0).round() / 1000.0;
+        trials.extend(run_factors(case, &[mid], threads)?);
+    }
+    trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
+    let chosen = cheapest(&trials, goal).cloned();
+    let fragment = match &chosen {
+        Some(t) => {
+            let (scaler, _) = scaled(case.scaler, t.factor)?;
+            let algorithm = serde_json::to_value(&scaler.spec.algorithm)
+                .map_err(|e| SimError::Input(e.to_string()))?;
+            Some(fragment(&algorithm))
+        }
+        None => None,
+    };
+    Ok(Suggestion {
+        goal,
+        trials,
+        chosen,
+        fragment,
+    })
+}
+
+/// The trial with the fewest GPU-hours among those that meet the goal.
+fn cheapest(trials: &[Trial], goal: f64) -> Option<&Trial> {
+    trials.iter().filter(|t| t.meets(goal)).min_by(|a, b| {
+        a.gpu_hours.total_cmp(&b.gpu_hours).then(
+            b.attainment
+                .unwrap_or(0.0)
+                .total_cmp(&a.attainment.unwrap_or(0.0)),
+        )
+    })
+}
+
+/// `spec.algorithm` as YAML under `  algorithm:`, ready to paste into a scaler's spec.
+fn fragment(algorithm: &Value) -> String {
+    let mut out = String::from("  algorithm:\n");
+    yaml(&mut out, algorithm, 4);
+    out
+}
+
+fn yaml(out: &mut String, v: &Value, indent: usize) {
+    let pad = " ".repeat(indent);
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                match v {
+                    Value::Object(_) => {
+                        out.push_str(&format!("{pad}{k}:\n"));
+                        yaml(out, v, indent + 2);
+                    }
+                    Value::Array(items) => {
+                        out.push_str(&format!("{pad}{k}:\n"));
+                        for item in items {
+                            let mut inner = String::new();
+                            yaml(&mut inner, item, indent + 4);
+                            let inner = inner.trim_start().to_string();
+                            out.push_str(&format!("{pad}  - {inner}"));
+                        }
+                    }
+                    _ => out.push_str(&format!("{pad}{k}: {}\n", scalar(v))),
+                }
+            }
+        }
+        _ => out.push_str(&format!("{pad}{}\n", scalar(v))),
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{s}\""),
+        other => other.to_string(),
+    }
+}

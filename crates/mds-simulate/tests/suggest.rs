@@ -1,0 +1,69 @@
+//! `--suggest` on a load whose right answer is known by hand.
+
+use std::sync::Arc;
+
+use mds_sim::load::Synthetic;
+use mds_simulate::compare::Case;
+use mds_simulate::profile::{DEFAULT_PROFILE, profile};
+use mds_simulate::run::RunOptions;
+use mds_simulate::suggest::suggest;
+use serde_json::json;
+
+#[test]
+fn the_cheapest_capacity_for_a_steady_load_holds_the_minimum() {
+    // 3 requests/s of 1,024 prompt and 256 output tokens: 3,840 tokens/s, which one H100
+    // serves far within the SLO. At the given 1,000 tokens/s a replica the scaler holds 4;
+    // the cheapest setting meeting the goal is any capacity at or above the demand, which
+    // holds the minimum of one replica.
+    let scaler: mds_api::ModelDeploymentScaler = serde_json::from_value(json!({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
+        "metadata": {"name": "chat", "namespace": "default"},
+        "spec": {"targetRef": {"name": "chat"}, "mode": "Active",
+                 "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
+                 "algorithm": {"type": "TokenThroughput", "tokenThroughput": {
+                     "serverTargetTokensPerSecond": "1000"}}}
+    }))
+    .unwrap();
+    let target: mds_api::target::ModelDeployment = serde_json::from_value(json!({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+        "metadata": {"name": "chat", "namespace": "default"},
+        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
+                 "roles": [{"name": "server", "kind": "Server", "replicas": 1,
+                            "instanceType": "h100"}]}
+    }))
+    .unwrap();
+    let load = Synthetic::parse("constant:rate=3,duration=900,prompt=1024,output=256").unwrap();
+    let options = RunOptions::new(profile(DEFAULT_PROFILE).unwrap());
+    let case = Case {
+        scaler: &scaler,
+        target: &target,
+        trace: Arc::new(load.generate(1)),
+        load: "steady",
+        options: &options,
+    };
+    let found = suggest(&case, 0.95, 2).unwrap();
+    let chosen = found.chosen.expect("a setting meets 95 %");
+    let capacity = chosen.targets[0].1;
+    assert!(
+        capacity >= 3840.0,
+        "{capacity} tokens/s is below the demand"
+    );
+    assert!(chosen.attainment.unwrap() >= 0.95);
+    // One replica for the whole run (900 s plus the 120 s tail), no more.
+    let one_replica_hours = 1020.0 / 3600.0;
+    assert!(
+        (chosen.gpu_hours - one_replica_hours).abs() < 0.02,
+        "{} GPU-hours",
+        chosen.gpu_hours
+    );
+    let given = found.trials.iter().find(|t| t.factor == 1.0).unwrap();
+    assert!(given.gpu_hours > 2.0 * chosen.gpu_hours, "{given:?}");
+    let fragment = found.fragment.unwrap();
+    assert!(
+        fragment.contains(&format!(
+            "serverTargetTokensPerSecond: \"{}\"",
+            capacity.round()
+        )),
+        "{fragment}"
+    );
+}
