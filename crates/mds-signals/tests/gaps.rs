@@ -139,7 +139,10 @@ fn a_page_without_any_signal_between_two_valid_ones_is_no_baseline() {
     let mut store = SampleStore::default();
     store.set_sampling_interval(15);
     store.record(VLLM, "p", None, page(600), at(600));
-    let garbage = read(VLLM, &parse("<html><title>502 Bad Gateway</title></html>\n"));
+    let garbage = read(
+        VLLM,
+        &parse("<html><title>502 Bad Gateway</title></html>\n"),
+    );
     let r = store.record(VLLM, "p", None, garbage, at(615));
     assert!(!r.is_valid());
     assert!(r.window.is_none());

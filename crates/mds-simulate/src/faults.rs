@@ -371,15 +371,33 @@ mod tests {
     #[test]
     fn a_bad_spec_names_the_rule() {
         for (text, says) in [
-            ("chaos", "unknown fault \"chaos\"; known faults: api-conflict"),
-            ("api-conflict:rate=2", "rate=2: it must be a share above 0 and at most 1"),
+            (
+                "chaos",
+                "unknown fault \"chaos\"; known faults: api-conflict",
+            ),
+            (
+                "api-conflict:rate=2",
+                "rate=2: it must be a share above 0 and at most 1",
+            ),
             ("api-conflict:rate", "\"rate\" is not key=value"),
-            ("webhook-outage:rate=0.5", "unknown key \"rate\"; webhook-outage takes from, until"),
+            (
+                "webhook-outage:rate=0.5",
+                "unknown key \"rate\"; webhook-outage takes from, until",
+            ),
             ("operator-restart", "at=TIME is required"),
-            ("webhook-outage:from=20m,until=10m", "until (600 s) must come after from (1200 s)"),
+            (
+                "webhook-outage:from=20m,until=10m",
+                "until (600 s) must come after from (1200 s)",
+            ),
             ("scrape-garbage:from=x", "from=x: it must be a time"),
-            ("scrape-timeout:ordinals=a", "it must be whole numbers joined by +"),
-            ("api-conflict:writes=pods", "it must be target, status or target+status"),
+            (
+                "scrape-timeout:ordinals=a",
+                "it must be whole numbers joined by +",
+            ),
+            (
+                "api-conflict:writes=pods",
+                "it must be target, status or target+status",
+            ),
             ("api-conflict:from=1,from=2", "from is given twice"),
         ] {
             let e = FaultSpec::parse(text).unwrap_err();

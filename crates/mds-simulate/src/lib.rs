@@ -407,11 +407,8 @@ impl Simulation {
             .sync(&self.world, &self.deployment, &self.cluster, now);
         let t = self.seconds(now);
         self.fault_before_pass(t);
-        let pages = faults::FaultyPages::new(
-            Pages::of(&self.world, &self.deployment),
-            &self.faults,
-            t,
-        );
+        let pages =
+            faults::FaultyPages::new(Pages::of(&self.world, &self.deployment), &self.faults, t);
         let ready = self.mirror.ready(&self.world, &self.deployment);
         let before = self.mirror.counts(&self.cluster, &self.deployment);
         let scaler = self.scaler();

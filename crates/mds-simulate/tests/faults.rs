@@ -56,7 +56,10 @@ fn run_on(manifest: &str, quota: Option<u32>, faults: &[&str]) -> RunReport {
     if let Some(q) = quota {
         options.quota = BTreeMap::from([("h100-pcie".to_string(), Some(q))]);
     }
-    options.faults = faults.iter().map(|f| FaultSpec::parse(f).unwrap()).collect();
+    options.faults = faults
+        .iter()
+        .map(|f| FaultSpec::parse(f).unwrap())
+        .collect();
     run(scaler, target, crowd(), "crowd", &options, &mut |_| {}).unwrap()
 }
 
@@ -152,7 +155,11 @@ fn api_conflicts_at_a_rate_are_re_planned_and_the_counts_follow_demand_again() {
         .filter(|(t, _, landed, _)| !landed && (500.0..900.0).contains(t))
         .collect();
     assert!(!refused.is_empty(), "no target write refused: {fault:?}");
-    assert!(writes(&run).iter().all(|(t, _, landed, _)| *landed || (500.0..900.0).contains(t)));
+    assert!(
+        writes(&run)
+            .iter()
+            .all(|(t, _, landed, _)| *landed || (500.0..900.0).contains(t))
+    );
     // (c) A conflict is re-planned at the next pass, never backed off: the crowd's growth
     // still lands inside the window, and from one interval after it the counts are the
     // fault-free run's.
@@ -168,7 +175,10 @@ fn api_outages_are_retried_with_backoff_and_the_counts_follow_demand_again() {
     let fault = only_fault(&run);
     // (a) Every write in the window was answered 503: target patches and status writes.
     let note = fault.note.as_deref().unwrap_or_default();
-    assert!(note.contains("target") && note.contains("status"), "{fault:?}");
+    assert!(
+        note.contains("target") && note.contains("status"),
+        "{fault:?}"
+    );
     let in_window: Vec<_> = writes(&run)
         .into_iter()
         .filter(|(t, ..)| (500.0..900.0).contains(t))
@@ -196,13 +206,19 @@ fn a_webhook_outage_fails_target_writes_closed_and_the_first_try_after_it_lands(
     let fault = only_fault(&run);
     // (a) Target writes failed (as a webhook that cannot be called fails them: HTTP 500,
     // retried); the status subresource, which no webhook sees, was written.
-    assert_eq!(fault.note.as_deref(), Some(&*format!("target {}", fault.events)));
+    assert_eq!(
+        fault.note.as_deref(),
+        Some(&*format!("target {}", fault.events))
+    );
     assert!(fault.events >= 3, "{fault:?}");
     let in_window: Vec<_> = writes(&run)
         .into_iter()
         .filter(|(t, ..)| (500.0..900.0).contains(t))
         .collect();
-    assert!(in_window.iter().all(|(_, _, landed, _)| !landed), "{in_window:?}");
+    assert!(
+        in_window.iter().all(|(_, _, landed, _)| !landed),
+        "{in_window:?}"
+    );
     // (c) Not held as a refusal (a refused commit's counts would wait for a spec change):
     // the next try after the outage lands within the longest backoff and an interval.
     let landed = writes(&run)
@@ -361,8 +377,16 @@ fn a_quota_frozen_for_a_window_gives_growth_back_after_it() {
         .into_iter()
         .find(|(_, kind, ..)| kind == "rollback")
         .unwrap();
-    assert!(grown.0 <= rollback.0 + PENDING_TIMEOUT + INTERVAL, "{grown:?}");
-    recovers(&run, &base, 1000.0, rollback.0 + PENDING_TIMEOUT + INTERVAL - 1000.0);
+    assert!(
+        grown.0 <= rollback.0 + PENDING_TIMEOUT + INTERVAL,
+        "{grown:?}"
+    );
+    recovers(
+        &run,
+        &base,
+        1000.0,
+        rollback.0 + PENDING_TIMEOUT + INTERVAL - 1000.0,
+    );
 }
 
 #[test]
@@ -411,7 +435,10 @@ fn an_operator_restart_in_a_pending_cohort_rolls_it_back_when_the_first_worker_w
         restart.note.as_deref().unwrap().contains("pendingCohort"),
         "{restart:?}"
     );
-    assert!((700.0..700.0 + INTERVAL).contains(&restart.until), "{restart:?}");
+    assert!(
+        (700.0..700.0 + INTERVAL).contains(&restart.until),
+        "{restart:?}"
+    );
     assert!(run.passes.iter().any(|p| p.t == restart.until));
     assert!(
         !run.passes

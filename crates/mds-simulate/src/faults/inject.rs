@@ -455,16 +455,17 @@ impl Simulation {
                 && a.spec.from <= t
         })?;
         let spec = &self.faults.faults[i].spec;
-        let takeover =
-            self.start + SignedDuration::from_secs_f64(spec.from + spec.gap.max(0.0));
+        let takeover = self.start + SignedDuration::from_secs_f64(spec.from + spec.gap.max(0.0));
         let scaler = self.scaler();
         let uid = scaler
             .as_ref()
             .and_then(|s| s.metadata.uid.clone())
             .unwrap_or_default();
-        let interval = scaler.as_ref().map_or(values::INTERVAL_SECONDS as i64, |s| {
-            s.spec.interval_seconds()
-        });
+        let interval = scaler
+            .as_ref()
+            .map_or(values::INTERVAL_SECONDS as i64, |s| {
+                s.spec.interval_seconds()
+            });
         let interval = std::time::Duration::from_secs(interval.max(1) as u64);
         let first = takeover + offset(&uid, interval);
         let status = scaler.and_then(|s| s.status).unwrap_or_default();

@@ -34,11 +34,7 @@ pub(crate) struct FaultyPages<'a> {
 
 impl<'a> FaultyPages<'a> {
     pub(crate) fn new(pages: Pages<'a>, injector: &'a Injector, t: f64) -> FaultyPages<'a> {
-        FaultyPages {
-            pages,
-            injector,
-            t,
-        }
+        FaultyPages { pages, injector, t }
     }
 }
 
@@ -179,7 +175,10 @@ mod tests {
             "{page}"
         );
         assert!(page.contains("vllm:num_requests_running{model_name=\"m\"} 3\n"));
-        assert!(page.contains("le=\"0.1\",model_name=\"m\"} 0 1700000000\n"), "{page}");
+        assert!(
+            page.contains("le=\"0.1\",model_name=\"m\"} 0 1700000000\n"),
+            "{page}"
+        );
         assert!(page.contains("_count{model_name=\"m\"} 10\n"), "{page}");
         assert!(page.starts_with("# HELP"));
     }
