@@ -637,6 +637,9 @@ fn minutes(out: &mut String, report: &RunReport) {
     for role in &roles {
         let _ = write!(out, "  {role}(ready)");
     }
+    if !report.faults.is_empty() {
+        let _ = write!(out, "  faults");
+    }
     let _ = writeln!(out);
     for b in &report.bins {
         let _ = write!(
@@ -658,6 +661,7 @@ fn minutes(out: &mut String, report: &RunReport) {
                 b.ready.get(*role).copied().unwrap_or(0)
             );
         }
+        super::simulate_faults::minute(out, report, b);
         let _ = writeln!(out);
     }
 }

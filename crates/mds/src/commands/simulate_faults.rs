@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use mds_simulate::faults::FaultSpec;
+use mds_simulate::report::Bin;
 use mds_simulate::run::{RunOptions, RunReport};
 
 use super::inputs::{Stop, unusable};
@@ -33,5 +34,19 @@ pub(super) fn summary(out: &mut String, report: &RunReport) {
     for (i, fault) in report.faults.iter().enumerate() {
         let label = if i == 0 { "faults" } else { "" };
         let _ = writeln!(out, "  {label:<20}{}", fault.describe());
+    }
+}
+
+/// The faults whose window meets the minute `bin`, for its `--minutes` row.
+pub(super) fn minute(out: &mut String, report: &RunReport, bin: &Bin) {
+    let end = bin.start + bin.seconds;
+    let kinds: Vec<&str> = report
+        .faults
+        .iter()
+        .filter(|f| f.from < end && (f.until > bin.start || f.from >= bin.start))
+        .map(|f| f.kind.as_str())
+        .collect();
+    if !kinds.is_empty() {
+        let _ = write!(out, "  {}", kinds.join(", "));
     }
 }
