@@ -42,8 +42,8 @@ struct Active {
     /// Pages are struck while the worker holds the injector only by reference.
     events: AtomicU64,
     note: Option<String>,
-    /// Counter resets: the pass that reset (seconds) and each reset Pod's values then.
-    reset: Mutex<(Option<f64>, BTreeMap<String, BTreeMap<String, f64>>)>,
+    /// Counter resets: what was reset, and when.
+    reset: Mutex<Reset>,
     /// A frozen quota: each instance type's quota before.
     saved_quota: Option<BTreeMap<String, Option<u32>>>,
     quota_restored: bool,
@@ -51,6 +51,15 @@ struct Active {
     refused: BTreeMap<&'static str, u64>,
     /// A restart: the new worker's first pass (seconds).
     first_pass: Option<f64>,
+}
+
+/// A counter reset's state.
+#[derive(Default)]
+struct Reset {
+    /// The pass that reset (seconds).
+    pass: Option<f64>,
+    /// Each reset Pod's cumulative series and their values at the reset.
+    offsets: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
 impl Active {
@@ -105,7 +114,7 @@ impl Injector {
                     spec: spec.clone(),
                     events: AtomicU64::new(0),
                     note: None,
-                    reset: Mutex::new((None, BTreeMap::new())),
+                    reset: Mutex::new(Reset::default()),
                     saved_quota: None,
                     quota_restored: false,
                     refused: BTreeMap::new(),
@@ -168,15 +177,15 @@ impl Injector {
                 continue;
             }
             let mut reset = a.reset.lock().unwrap_or_else(|e| e.into_inner());
-            let pass = *reset.0.get_or_insert(t);
-            if !reset.1.contains_key(&pod.name) {
+            let pass = *reset.pass.get_or_insert(t);
+            if !reset.offsets.contains_key(&pod.name) {
                 if pass != t || !self.selects(i, pod, None) {
                     continue;
                 }
-                reset.1.insert(pod.name.clone(), counters(&page));
+                reset.offsets.insert(pod.name.clone(), counters(&page));
                 a.strike();
             }
-            page = restarted(&page, &reset.1[&pod.name]);
+            page = restarted(&page, &reset.offsets[&pod.name]);
         }
         page
     }
