@@ -319,6 +319,7 @@ impl Simulation {
                             .iter()
                             .filter_map(|r| r.instance_type.clone())
                             .collect();
+                        types.sort();
                         types.dedup();
                         types
                     })
