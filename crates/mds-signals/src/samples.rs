@@ -89,6 +89,19 @@ impl SampleStore {
         at: Timestamp,
     ) -> PodReading {
         let previous = self.pods.remove(pod_uid);
+        if !carries_signal(&sample) {
+            // D8: a rate needs two valid samples. A page with no signal (an error page served
+            // with status 200, a body of garbage) drops the baseline and is none itself: the
+            // next valid page, whose counters hold the process's whole history, would
+            // otherwise count that history as one interval's work.
+            return PodReading {
+                pod_uid: pod_uid.to_string(),
+                scraped_at: at,
+                sample,
+                window: None,
+                reset: previous.map(|_| "the page carried no signal the adapter reads"),
+            };
+        }
         let (window, reset) = match &previous {
             None => (None, None),
             Some(prev) if self.expired(prev, at) => (
@@ -174,14 +187,18 @@ impl PodReading {
     /// The page carried at least one signal the adapter reads (a body with none, such as an
     /// error page served with status 200, is no valid reading).
     pub fn is_valid(&self) -> bool {
-        let s = &self.sample;
-        s.running.is_some()
-            || s.waiting.is_some()
-            || s.decode_transfer.is_some()
-            || !s.kv_usage.is_empty()
-            || !s.counters.is_empty()
-            || !s.histograms.is_empty()
+        carries_signal(&self.sample)
     }
+}
+
+/// The sample holds at least one signal the adapter reads.
+fn carries_signal(s: &EngineSample) -> bool {
+    s.running.is_some()
+        || s.waiting.is_some()
+        || s.decode_transfer.is_some()
+        || !s.kv_usage.is_empty()
+        || !s.counters.is_empty()
+        || !s.histograms.is_empty()
 }
 
 fn window_between(

@@ -130,3 +130,29 @@ fn a_page_without_any_signal_is_no_valid_reading() {
     let r = store.record(VLLM, "p", None, page(15), at(15));
     assert!(r.is_valid());
 }
+
+#[test]
+fn a_page_without_any_signal_between_two_valid_ones_is_no_baseline() {
+    // D8: a rate needs two valid samples of the same process. An error page served with
+    // status 200 (a proxy's 502) is none: the page after it, whose counters hold the whole
+    // process's history (600 s of it here), must not count that history as 15 s of work.
+    let mut store = SampleStore::default();
+    store.set_sampling_interval(15);
+    store.record(VLLM, "p", None, page(600), at(600));
+    let garbage = read(
+        VLLM,
+        &parse("<html><title>502 Bad Gateway</title></html>\n"),
+    );
+    let r = store.record(VLLM, "p", None, garbage, at(615));
+    assert!(!r.is_valid());
+    assert!(r.window.is_none());
+    let r = store.record(VLLM, "p", None, page(630), at(630));
+    assert!(
+        r.window.is_none(),
+        "a window from an error page's baseline: {:?}",
+        r.window
+    );
+    let r = store.record(VLLM, "p", None, page(645), at(645));
+    let w = r.window.expect("two valid samples again");
+    assert_eq!(w.generation_tokens, Some(1500.0));
+}

@@ -7,6 +7,7 @@
 //! run, byte for byte.
 
 pub mod compare;
+pub mod faults;
 pub mod html;
 pub mod invariants;
 pub mod knee;
@@ -120,6 +121,8 @@ pub struct Simulation {
     request_level: bool,
     /// Roles whose engines complete requests (not prefill or encode), for the fluid count.
     completing_roles: Vec<String>,
+    /// Faults on cue (module `faults`).
+    faults: faults::Injector,
 }
 
 impl Simulation {
@@ -241,6 +244,7 @@ impl Simulation {
             unrouted_seen: BTreeMap::new(),
             request_level,
             completing_roles,
+            faults: faults::Injector::default(),
         })
     }
 
@@ -256,6 +260,7 @@ impl Simulation {
             let from = self.world.now();
             let next = from.checked_add(tick).unwrap_or(to).min(to);
             self.world.step(next)?;
+            self.fault_tick()?;
             self.observe(from, next);
         }
         Ok(())
@@ -383,6 +388,10 @@ impl Simulation {
         let mut records = Vec::new();
         while self.next_pass < end {
             let now = self.next_pass;
+            if let Some(first) = self.fault_restart(now) {
+                self.next_pass = first;
+                continue;
+            }
             self.advance_world(now)?;
             let record = match self.controller {
                 Controller::Mds { .. } => Some(self.pass(now)?),
@@ -398,7 +407,10 @@ impl Simulation {
     fn pass(&mut self, now: Timestamp) -> Result<PassRecord, SimError> {
         self.mirror
             .sync(&self.world, &self.deployment, &self.cluster, now);
-        let pages = Pages::of(&self.world, &self.deployment);
+        let t = self.seconds(now);
+        self.fault_before_pass(t);
+        let pages =
+            faults::FaultyPages::new(Pages::of(&self.world, &self.deployment), &self.faults, t);
         let ready = self.mirror.ready(&self.world, &self.deployment);
         let before = self.mirror.counts(&self.cluster, &self.deployment);
         let scaler = self.scaler();
@@ -418,10 +430,10 @@ impl Simulation {
             ));
         };
         let report = block_on(worker.pass(&self.cluster, &pages, now));
+        self.fault_after_pass(t, &report);
         self.mirror
             .adopt_target(&mut self.world, &self.cluster, &self.deployment)?;
         let after = self.mirror.counts(&self.cluster, &self.deployment);
-        let t = self.seconds(now);
         if let Some(scaler) = &scaler {
             let wrote = report
                 .write

@@ -12,6 +12,7 @@ use mds_sim::load::Trace;
 use mds_sim::{LoadProfile, RequestServing, RoleSettings, Router, WorldConfig};
 use serde::Serialize;
 
+use crate::faults::{AppliedFault, FaultSpec};
 use crate::invariants::Violation;
 use crate::oracle::{self, Band, RoleDemand};
 use crate::peers::Peer;
@@ -52,6 +53,8 @@ pub struct RunOptions {
     pub quota: BTreeMap<String, Option<u32>>,
     /// How long the run goes on after the last arrival, for requests in flight to finish.
     pub tail: SignedDuration,
+    /// Faults on cue (module `faults`), for our scaler's runs.
+    pub faults: Vec<FaultSpec>,
 }
 
 impl RunOptions {
@@ -65,6 +68,7 @@ impl RunOptions {
             router: Router::default(),
             quota: BTreeMap::new(),
             tail: SignedDuration::from_secs(120),
+            faults: Vec::new(),
         }
     }
 
@@ -111,6 +115,9 @@ pub struct RunReport {
     pub bins: Vec<Bin>,
     pub passes: Vec<PassRecord>,
     pub violations: Vec<Violation>,
+    /// The faults applied, with their windows and how often they struck (absent without).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<AppliedFault>,
 }
 
 /// The longest run, in simulated seconds (a week): longer ones are refused, not run for
@@ -172,6 +179,7 @@ pub fn run_with(
             "the load lasts {length}; a run simulates at most 7 days (cut it with --from and --until)"
         )));
     }
+    crate::faults::check_windows(&options.faults, end_seconds).map_err(SimError::Input)?;
     let cold_start = options.cold_start().as_secs_f64();
     if !(0.0..=MAX_COLD_START_SECONDS).contains(&cold_start) {
         return Err(SimError::Input(format!(
@@ -210,6 +218,7 @@ pub fn run_with(
         Driver::Mds => Simulation::new(scenario)?,
         Driver::Peer { peer, .. } => Simulation::with_peer(scenario, peer)?,
     };
+    sim.inject_faults(&options.faults, options.seed)?;
     let mut passes = Vec::new();
     let chunk = SignedDuration::from_secs(60);
     let mut until = start;
@@ -218,6 +227,7 @@ pub fn run_with(
         passes.extend(sim.run_until(until)?);
         progress(until.duration_since(start).as_secs_f64() / end_seconds.max(1.0));
     }
+    let faults = sim.faults_applied(end);
     let (summary, bins, violations) = sim.finish(end);
     Ok(RunReport {
         inputs: Inputs {
@@ -229,6 +239,7 @@ pub fn run_with(
         bins,
         passes,
         violations,
+        faults,
     })
 }
 

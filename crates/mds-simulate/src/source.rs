@@ -10,7 +10,15 @@ use mds_worker::{MetricsSource, ScrapeError};
 pub(crate) struct Pages<'w> {
     world: &'w World,
     namespace: String,
-    pods: BTreeMap<String, String>,
+    pods: BTreeMap<String, PagePod>,
+}
+
+/// The Pod behind an address: its name, role and ordinal.
+#[derive(Clone, Debug)]
+pub(crate) struct PagePod {
+    pub name: String,
+    pub role: String,
+    pub ordinal: u32,
 }
 
 impl<'w> Pages<'w> {
@@ -19,13 +27,25 @@ impl<'w> Pages<'w> {
             .pods(key)
             .into_iter()
             .filter(|p| p.serves_metrics)
-            .filter_map(|p| Some((p.pod_ip.clone()?, p.metadata.name.clone()?)))
+            .filter_map(|p| {
+                let pod = PagePod {
+                    name: p.metadata.name.clone()?,
+                    role: p.role.clone(),
+                    ordinal: p.ordinal,
+                };
+                Some((p.pod_ip.clone()?, pod))
+            })
             .collect();
         Pages {
             world,
             namespace: key.namespace.clone(),
             pods,
         }
+    }
+
+    /// The Pod the sampler's URL names.
+    pub(crate) fn pod(&self, url: &str) -> Option<&PagePod> {
+        host(url).and_then(|h| self.pods.get(h))
     }
 }
 
@@ -38,9 +58,8 @@ fn host(url: &str) -> Option<&str> {
 
 impl MetricsSource for Pages<'_> {
     async fn fetch(&self, url: &str) -> Result<String, ScrapeError> {
-        host(url)
-            .and_then(|h| self.pods.get(h))
-            .and_then(|name| self.world.metrics_page(&self.namespace, name))
+        self.pod(url)
+            .and_then(|pod| self.world.metrics_page(&self.namespace, &pod.name))
             .ok_or_else(|| ScrapeError::Connect(format!("nothing answers at {url}")))
     }
 }

@@ -209,6 +209,33 @@ impl World {
         })
     }
 
+    /// The stand-in aborts the deployment's running retirement for `reason`, if one runs
+    /// before `Deleting` and has not aborted yet: the reservation persists as `Aborted`, the
+    /// instance keeps its Pods, Workload and quota and is routed again. Returns the aborted
+    /// retirement's role and ordinal.
+    pub fn abort_retirement(
+        &mut self,
+        key: &DeploymentKey,
+        reason: &str,
+    ) -> Result<Option<(String, u32)>, WorldError> {
+        let now = self.now;
+        let dep = self
+            .deployments
+            .get_mut(key)
+            .ok_or_else(|| WorldError::NoDeployment(key.clone()))?;
+        let mut ctx = Ctx {
+            config: &self.config,
+            ids: &mut self.ids,
+            events: &mut self.events,
+            now,
+        };
+        let aborted = retirement::abort_running(dep, reason, &mut ctx);
+        if aborted.is_some() {
+            status::rebuild(dep, now);
+        }
+        Ok(aborted)
+    }
+
     /// Adopts the UID an API server gave a Pod (so retirements and Workload owner references
     /// name it).
     pub fn set_pod_uid(

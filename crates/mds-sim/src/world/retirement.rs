@@ -295,6 +295,23 @@ fn abort_state(dep: &mut Deployment, state: &mut RetirementState, reason: &str, 
     );
 }
 
+/// The stand-in aborts the running retirement from outside its own checks (a failed exec
+/// read of a member, a container replaced mid-read, identity drift: TARGET.md section 5),
+/// when one runs before `Deleting` and has not aborted yet. Returns its role and ordinal.
+pub(crate) fn abort_running(
+    dep: &mut Deployment,
+    reason: &str,
+    ctx: &mut Ctx,
+) -> Option<(String, u32)> {
+    let mut state = dep.retirement.take()?;
+    let aborted = (!state.is_aborted() && state.step.before_deletion()).then(|| {
+        abort_state(dep, &mut state, reason, ctx);
+        (state.role.clone(), state.ordinal)
+    });
+    dep.retirement = Some(state);
+    aborted
+}
+
 /// The target instance was killed from outside (eviction, deleted Pod): a retirement before
 /// `Deleting` aborts and releases its hold, removing the instance. When the ordinal is declared
 /// again (a held reservation the spec restored) or higher ordinals exist (removing it would

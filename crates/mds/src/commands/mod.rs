@@ -9,6 +9,7 @@ pub mod replay;
 pub mod service;
 pub mod simulate;
 mod simulate_compare;
+mod simulate_faults;
 mod simulate_suggest;
 pub mod validate;
 pub mod webhook;

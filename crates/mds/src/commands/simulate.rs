@@ -129,6 +129,17 @@ pub struct Args {
     /// each instance type at 80 % of the GPUs static peak would hold.
     #[arg(long, value_name = "TYPE=GPUS")]
     pub quota: Vec<String>,
+    /// Inject a fault into our scaler's run, `KIND:key=value,...` (repeatable; not with a
+    /// comparison). Windows take from=TIME,until=TIME (default: the whole run), shares
+    /// rate=0.1 (default 1), draws follow --seed. Kinds: api-conflict, api-unavailable
+    /// (writes answered 409 / 503; writes=target+status), webhook-outage (target and
+    /// finalizer writes fail as a webhook that cannot be called fails them), scrape-timeout,
+    /// scrape-garbage (pages; ordinals=0+2, role=NAME), counter-reset (at=TIME; the counters of
+    /// chosen Pods restart from 0), quota-never-admits (the quota frozen at what is held;
+    /// type=INSTANCE_TYPE), retirement-abort, operator-restart (at=TIME, down=TIME),
+    /// leader-change (at=TIME, lease=TIME, default 15s).
+    #[arg(long, value_name = "SPEC")]
+    pub fault: Vec<String>,
     /// Write everything (inputs, summary, one-minute bins, passes, violations) as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -312,6 +323,7 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
         };
         options.quota.insert(instance_type.to_string(), Some(gpus));
     }
+    options.faults = super::simulate_faults::parse(&args.fault)?;
     Ok(options)
 }
 
@@ -448,6 +460,7 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         None if cold_starts.len() > 1 => Some("mds"),
         None => None,
     };
+    super::simulate_faults::alone(&options, selection.is_some())?;
     if let Some(value) = selection {
         let contenders = match compare::selection(value, &scaler, &target, &trace, &options)? {
             compare::Selection::List(text) => return Ok((text, 0)),
@@ -628,6 +641,7 @@ fn summary(report: &RunReport, requests: usize) -> String {
         "unadmitted growth",
         format!("{:.0} s", t.unadmitted_seconds),
     );
+    super::simulate_faults::summary(&mut out, report);
     row(
         &mut out,
         "invariants",
@@ -648,6 +662,9 @@ fn minutes(out: &mut String, report: &RunReport) {
     let _ = write!(out, "\n  min  requests  attain  ttft95  itl95  gpu-h");
     for role in &roles {
         let _ = write!(out, "  {role}(ready)");
+    }
+    if !report.faults.is_empty() {
+        let _ = write!(out, "  faults");
     }
     let _ = writeln!(out);
     for b in &report.bins {
@@ -670,6 +687,7 @@ fn minutes(out: &mut String, report: &RunReport) {
                 b.ready.get(*role).copied().unwrap_or(0)
             );
         }
+        super::simulate_faults::minute(out, report, b);
         let _ = writeln!(out);
     }
 }
