@@ -34,7 +34,7 @@ svg.chart { width: 100%; height: auto; background: #fff; }
 svg .title { font-size: 13px; font-weight: 600; } svg .tick, svg .legend, svg .label { font-size: 10.5px; fill: #333; }
 svg .axis { font-size: 11.5px; fill: #222; } svg .grid { stroke: #e4e4e4; stroke-width: 1; }
 svg .frame { fill: none; stroke: #888; } svg .reference { stroke: #b00; stroke-dasharray: 6 4; stroke-width: 1.2; }
-svg .mark { stroke-width: 1.4; opacity: .8; } svg .reference-label { fill: #b00; }
+svg .mark { stroke-width: 1.4; opacity: .8; } svg .band { fill: #f0c000; opacity: .18; } svg .reference-label { fill: #b00; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; font-variant-numeric: tabular-nums; }
 th, td { border-bottom: 1px solid #ddd; padding: 3px 6px; text-align: right; } th:first-child, td:first-child { text-align: left; }
 tr.ours td { font-weight: 600; } dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; font-size: 13px; }
@@ -132,8 +132,17 @@ fn demand_chart(c: &Comparison, run: &RunReport) -> String {
         references: Vec::new(),
         marks: Vec::new(),
         log_y: false,
+        bands: Vec::new(),
     }
     .render()
+}
+
+/// The fault windows of a run, in minutes, for shading.
+fn fault_bands(run: &RunReport) -> Vec<(f64, f64, String)> {
+    run.faults
+        .iter()
+        .map(|f| (f.from / 60.0, f.until / 60.0, f.spec.clone()))
+        .collect()
 }
 
 fn replicas_chart(run: &RunReport) -> String {
@@ -196,6 +205,7 @@ fn replicas_chart(run: &RunReport) -> String {
         references: Vec::new(),
         marks,
         log_y: false,
+        bands: fault_bands(run),
     }
     .render()
 }
@@ -249,6 +259,7 @@ fn latency_chart(c: &Comparison, itl: bool) -> String {
         references: vec![(format!("SLO {:.0} ms", slo * 1000.0), slo * 1000.0)],
         marks: Vec::new(),
         log_y: true,
+        bands: shown.first().map(|r| fault_bands(r)).unwrap_or_default(),
     }
     .render()
 }
@@ -426,7 +437,7 @@ pub fn page(page: &Page) -> String {
         );
         let _ = write!(
             out,
-            "<h2>Replicas</h2><figure>{}<figcaption>The count the scaler wrote (solid) and the replicas ready (dashed); the gap is cold start and admission.</figcaption></figure>",
+            "<h2>Replicas</h2><figure>{}<figcaption>The count the scaler wrote (solid) and the replicas ready (dashed); the gap is cold start and admission. Shaded: the windows of the faults injected (--fault).</figcaption></figure>",
             replicas_chart(run)
         );
     }

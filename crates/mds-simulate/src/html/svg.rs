@@ -40,6 +40,8 @@ pub struct LineChart {
     pub marks: Vec<(f64, &'static str)>,
     /// Plot y on a log scale (latencies span orders of magnitude).
     pub log_y: bool,
+    /// Shaded x ranges with a label (fault windows).
+    pub bands: Vec<(f64, f64, String)>,
 }
 
 /// Escapes text for HTML and SVG.
@@ -194,6 +196,15 @@ impl LineChart {
             escape(&self.y_label),
             y = TOP + plot_h / 2.0,
         );
+        for (x0, x1, label) in &self.bands {
+            let (a, b) = (sx(x0.max(0.0)), sx(x1.min(x_max).max(*x0)));
+            let _ = write!(
+                svg,
+                r#"<rect x="{a:.1}" y="{TOP}" width="{w:.1}" height="{plot_h}" class="band"><title>{t}</title></rect>"#,
+                w = (b - a).max(1.5),
+                t = escape(label),
+            );
+        }
         for (x, colour) in &self.marks {
             let x = sx(*x);
             let _ = write!(
