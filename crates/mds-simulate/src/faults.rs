@@ -167,29 +167,7 @@ impl FaultSpec {
             ));
         };
         let allowed = kind.keys();
-        let mut given: Vec<(&str, &str)> = Vec::new();
-        for item in rest.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let Some((key, value)) = item.split_once('=') else {
-                return Err(format!(
-                    "{name}: {item:?} is not key=value; {name} takes {}",
-                    allowed.join(", ")
-                ));
-            };
-            let (key, value) = (key.trim(), value.trim());
-            if !allowed.contains(&key) {
-                return Err(format!(
-                    "{name}: unknown key {key:?}; {name} takes {}",
-                    allowed.join(", ")
-                ));
-            }
-            if given.iter().any(|(k, _)| *k == key) {
-                return Err(format!("{name}: {key} is given twice"));
-            }
-            if value.is_empty() {
-                return Err(format!("{name}: {key} has no value"));
-            }
-            given.push((key, value));
-        }
+        let given = mds_sim::load::key_values(name, rest, allowed)?;
         let get = |key: &str| given.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
         let time = |key: &str| -> Result<Option<f64>, String> {
             get(key)

@@ -20,7 +20,7 @@ mod transform;
 
 use thiserror::Error;
 
-pub use synthetic::{Shape, Synthetic, parse_seconds};
+pub use synthetic::{Shape, Synthetic, key_values, parse_seconds};
 pub use trace::{Trace, TraceError, TraceRequest};
 pub use transform::MAX_MULTIPLIED_REQUESTS;
 

@@ -342,33 +342,7 @@ impl Synthetic {
         }
         let allowed: Vec<&str> = keys.iter().map(|(k, _)| *k).chain(common).collect();
 
-        let mut given: Vec<(&str, &str)> = Vec::new();
-        for item in rest.split(',') {
-            let item = item.trim();
-            if item.is_empty() {
-                continue;
-            }
-            let Some((key, value)) = item.split_once('=') else {
-                return Err(format!(
-                    "{name}: {item:?} is not key=value; {name} takes {}",
-                    allowed.join(", ")
-                ));
-            };
-            let (key, value) = (key.trim(), value.trim());
-            if !allowed.contains(&key) {
-                return Err(format!(
-                    "{name}: unknown key {key:?}; {name} takes {}",
-                    allowed.join(", ")
-                ));
-            }
-            if given.iter().any(|(k, _)| *k == key) {
-                return Err(format!("{name}: {key} is given twice"));
-            }
-            if value.is_empty() {
-                return Err(format!("{name}: {key} has no value"));
-            }
-            given.push((key, value));
-        }
+        let given = key_values(name, rest, &allowed)?;
         let find = |key: &str| given.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
 
         let mut values = Vec::with_capacity(keys.len());
@@ -598,6 +572,38 @@ fn number(shape: &str, key: &str, text: &str, kind: Kind) -> Result<f64, String>
     value.map_err(|rule| format!("{shape}: {key} is {text:?}; {rule}"))
 }
 
+/// The `key=value,...` list after `NAME:` in a flag's spec, each key one of `allowed` and given
+/// once with a value; the error names `name`, the item and the rule.
+pub fn key_values<'a>(
+    name: &str,
+    rest: &'a str,
+    allowed: &[&str],
+) -> Result<Vec<(&'a str, &'a str)>, String> {
+    let mut given: Vec<(&str, &str)> = Vec::new();
+    for item in rest.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((key, value)) = item.split_once('=') else {
+            return Err(format!(
+                "{name}: {item:?} is not key=value; {name} takes {}",
+                allowed.join(", ")
+            ));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        if !allowed.contains(&key) {
+            return Err(format!(
+                "{name}: unknown key {key:?}; {name} takes {}",
+                allowed.join(", ")
+            ));
+        }
+        if given.iter().any(|(k, _)| *k == key) {
+            return Err(format!("{name}: {key} is given twice"));
+        }
+        if value.is_empty() {
+            return Err(format!("{name}: {key} has no value"));
+        }
+        given.push((key, value));
+    }
+    Ok(given)
+}
 #[cfg(test)]
 mod tests {
     use super::*;
