@@ -8,11 +8,12 @@
 //! again until 3,000 s. Fault-free, the scaler shrinks to 1 at 315 s, grows to 4 from 630 s to
 //! 675 s and shrinks back to 1 from 1,575 s to 1,725 s.
 
+mod common;
+
+use common::manifests;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use mds_api::ModelDeploymentScaler;
-use mds_api::target::ModelDeployment;
 use mds_sim::load::{Synthetic, Trace};
 use mds_simulate::faults::{AppliedFault, FaultKind, FaultSpec};
 use mds_simulate::profile::{DEFAULT_PROFILE, profile};
@@ -28,21 +29,6 @@ const COOLDOWN: f64 = 300.0;
 /// The longest wait between two tries of a write that failed as unavailable
 /// (`mds_worker::failures::MAX_BACKOFF`).
 const MAX_BACKOFF: f64 = 300.0;
-
-/// A scaler and its target from a manifest with both.
-fn manifests(text: &str) -> (ModelDeploymentScaler, ModelDeployment) {
-    let mut scaler = None;
-    let mut target = None;
-    for doc in serde_yaml_ng::Deserializer::from_str(text) {
-        let value: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        match value["kind"].as_str() {
-            Some("ModelDeploymentScaler") => scaler = serde_json::from_value(value).ok(),
-            Some("ModelDeployment") => target = serde_json::from_value(value).ok(),
-            _ => {}
-        }
-    }
-    (scaler.unwrap(), target.unwrap())
-}
 
 fn crowd() -> Arc<Trace> {
     Arc::new(Synthetic::parse(CROWD).unwrap().generate(1))
@@ -125,6 +111,14 @@ fn recovers(run: &RunReport, base: &RunReport, until: f64, bound: f64) {
 }
 
 /// Every target write as (t, kind, landed, counts after).
+/// The writes from `from` (inclusive) to `until` (exclusive).
+fn writes_between(report: &RunReport, from: f64, until: f64) -> Vec<(f64, String, bool, i32)> {
+    writes(report)
+        .into_iter()
+        .filter(|(t, ..)| (from..until).contains(t))
+        .collect()
+}
+
 fn writes(report: &RunReport) -> Vec<(f64, String, bool, i32)> {
     report
         .passes
@@ -179,10 +173,7 @@ fn api_outages_are_retried_with_backoff_and_the_counts_follow_demand_again() {
         note.contains("target") && note.contains("status"),
         "{fault:?}"
     );
-    let in_window: Vec<_> = writes(&run)
-        .into_iter()
-        .filter(|(t, ..)| (500.0..900.0).contains(t))
-        .collect();
+    let in_window: Vec<_> = writes_between(&run, 500.0, 900.0);
     assert!(!in_window.is_empty() && in_window.iter().all(|(_, _, landed, _)| !landed));
     // The tries back off: each wait is at least the one before.
     let gaps: Vec<f64> = in_window.windows(2).map(|w| w[1].0 - w[0].0).collect();
@@ -211,10 +202,7 @@ fn a_webhook_outage_fails_target_writes_closed_and_the_first_try_after_it_lands(
         Some(&*format!("target {}", fault.events))
     );
     assert!(fault.events >= 3, "{fault:?}");
-    let in_window: Vec<_> = writes(&run)
-        .into_iter()
-        .filter(|(t, ..)| (500.0..900.0).contains(t))
-        .collect();
+    let in_window: Vec<_> = writes_between(&run, 500.0, 900.0);
     assert!(
         in_window.iter().all(|(_, _, landed, _)| !landed),
         "{in_window:?}"
@@ -239,10 +227,7 @@ fn pages_that_time_out_hold_the_scaler_blind_and_it_catches_up_after() {
     // sampling interval after the last).
     assert!(fault.events >= 25, "{fault:?}");
     // Blind, it neither grows on the crowd nor shrinks.
-    let moved: Vec<_> = writes(&run)
-        .into_iter()
-        .filter(|(t, ..)| (500.0..900.0).contains(t))
-        .collect();
+    let moved: Vec<_> = writes_between(&run, 500.0, 900.0);
     assert!(moved.is_empty(), "{moved:?}");
     // (c) Two valid samples (two intervals) establish the rates again; it grows then.
     recovers(&run, &base, 900.0, 3.0 * INTERVAL);
@@ -257,10 +242,7 @@ fn one_pod_that_does_not_answer_holds_scale_down_until_it_answers_again() {
     assert!(only_fault(&run).events >= 40, "{:?}", run.faults);
     assert!(server(&base, 1800.0) < server(&base, 1500.0));
     // Spec: incomplete coverage prevents scale-down.
-    let shrinks: Vec<_> = writes(&run)
-        .into_iter()
-        .filter(|(t, ..)| (1500.0..2200.0).contains(t))
-        .collect();
+    let shrinks: Vec<_> = writes_between(&run, 1500.0, 2200.0);
     assert!(shrinks.is_empty(), "{shrinks:?}");
     // (c) Once it answers, the scale-down windows already span and it shrinks a replica a
     // pass: 3 replicas to shed, an interval each, plus the first sampling.

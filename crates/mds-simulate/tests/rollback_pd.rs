@@ -9,12 +9,13 @@
 //! (3, 2) ran, and nothing the scaler did could change it. The spec and D5 restore an aborted
 //! retirement's pre-scale-down vector; GPUStack adopts the held replicas.
 
+mod common;
+
+use common::manifests;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
-use mds_api::ModelDeploymentScaler;
-use mds_api::target::ModelDeployment;
 use mds_sim::InstanceState;
 use mds_sim::load::Trace;
 use mds_simulate::profile::{DEFAULT_PROFILE, profile};
@@ -23,21 +24,6 @@ use mds_simulate::{PassRecord, Simulation};
 
 const EXAMPLE: &str = include_str!("../../../examples/simulate/pd.yaml");
 const CODE: &str = include_str!("../../../data/traces/azure-2023-code.csv");
-
-/// The example's scaler and target, as `mds simulate` reads them.
-fn example() -> (ModelDeploymentScaler, ModelDeployment) {
-    let mut scaler = None;
-    let mut target = None;
-    for doc in serde_yaml_ng::Deserializer::from_str(EXAMPLE) {
-        let value: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        match value["kind"].as_str() {
-            Some("ModelDeploymentScaler") => scaler = serde_json::from_value(value).ok(),
-            Some("ModelDeployment") => target = serde_json::from_value(value).ok(),
-            _ => {}
-        }
-    }
-    (scaler.unwrap(), target.unwrap())
-}
 
 /// What a user would see at one moment: the target's counts, what the world holds, the
 /// target's retirement and the scaler's `Blocked` condition.
@@ -58,7 +44,7 @@ struct Moment {
 /// Runs the example with `quota` GPUs of h100-pcie, looking every 15 s; `at` may change the
 /// world first at a moment (in seconds).
 fn watch(quota: u32, at: &mut dyn FnMut(f64, &mut Simulation)) -> (Vec<Moment>, Vec<PassRecord>) {
-    let (scaler, target) = example();
+    let (scaler, target) = manifests(EXAMPLE);
     let trace = Arc::new(Trace::parse_azure_csv(CODE).unwrap());
     let mut options = RunOptions::new(profile(DEFAULT_PROFILE).unwrap());
     options.quota = BTreeMap::from([("h100-pcie".to_string(), Some(quota))]);

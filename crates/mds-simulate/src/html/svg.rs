@@ -91,6 +91,51 @@ fn number(v: f64) -> String {
     }
 }
 
+/// A plot's frame: grid lines with their tick labels (pixel position, value), the frame and
+/// the axis labels.
+struct Axes<'a> {
+    y_ticks: &'a [(f64, f64)],
+    x_ticks: &'a [(f64, f64)],
+    plot_w: f64,
+    plot_h: f64,
+    height: f64,
+    x_label: &'a str,
+    y_label: &'a str,
+}
+
+fn axes(svg: &mut String, a: &Axes) {
+    for (y, t) in a.y_ticks {
+        let _ = write!(
+            svg,
+            r#"<line x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{tx}" y="{ty:.1}" class="tick" text-anchor="end">{label}</text>"#,
+            x2 = LEFT + a.plot_w,
+            tx = LEFT - 6.0,
+            ty = y + 4.0,
+            label = number(*t),
+        );
+    }
+    for (x, t) in a.x_ticks {
+        let _ = write!(
+            svg,
+            r#"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{y2}" class="grid"/><text x="{x:.1}" y="{ty}" class="tick" text-anchor="middle">{label}</text>"#,
+            y2 = TOP + a.plot_h,
+            ty = TOP + a.plot_h + 16.0,
+            label = number(*t),
+        );
+    }
+    let my = TOP + a.plot_h / 2.0;
+    let _ = write!(
+        svg,
+        r#"<rect x="{LEFT}" y="{TOP}" width="{w}" height="{h}" class="frame"/><text x="{x}" y="{y}" class="axis" text-anchor="middle">{xl}</text><text x="14" y="{my}" class="axis" text-anchor="middle" transform="rotate(-90 14 {my})">{yl}</text>"#,
+        w = a.plot_w,
+        h = a.plot_h,
+        x = LEFT + a.plot_w / 2.0,
+        y = a.height - 6.0,
+        xl = escape(a.x_label),
+        yl = escape(a.y_label),
+    );
+}
+
 impl LineChart {
     pub fn render(&self) -> String {
         let points: Vec<(f64, f64)> = self
@@ -158,43 +203,22 @@ impl LineChart {
         } else {
             ticks(y_min, y_max, 5)
         };
-        for t in &y_ticks {
-            let y = sy(*t);
-            let _ = write!(
-                svg,
-                r#"<line x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{tx}" y="{ty:.1}" class="tick" text-anchor="end">{label}</text>"#,
-                x2 = LEFT + plot_w,
-                tx = LEFT - 6.0,
-                ty = y + 4.0,
-                label = number(*t),
-            );
-        }
-        for t in ticks(0.0, x_max, 8) {
-            let x = sx(t);
-            let _ = write!(
-                svg,
-                r#"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{y2}" class="grid"/><text x="{x:.1}" y="{ty}" class="tick" text-anchor="middle">{label}</text>"#,
-                y2 = TOP + plot_h,
-                ty = TOP + plot_h + 16.0,
-                label = number(t),
-            );
-        }
-        let _ = write!(
-            svg,
-            r#"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" class="frame"/>"#
-        );
-        let _ = write!(
-            svg,
-            r#"<text x="{x}" y="{y}" class="axis" text-anchor="middle">{}</text>"#,
-            escape(&self.x_label),
-            x = LEFT + plot_w / 2.0,
-            y = HEIGHT - 6.0,
-        );
-        let _ = write!(
-            svg,
-            r#"<text x="14" y="{y}" class="axis" text-anchor="middle" transform="rotate(-90 14 {y})">{}</text>"#,
-            escape(&self.y_label),
-            y = TOP + plot_h / 2.0,
+        let y_ticks: Vec<(f64, f64)> = y_ticks.iter().map(|t| (sy(*t), *t)).collect();
+        let x_ticks: Vec<(f64, f64)> = ticks(0.0, x_max, 8)
+            .into_iter()
+            .map(|t| (sx(t), t))
+            .collect();
+        axes(
+            &mut svg,
+            &Axes {
+                y_ticks: &y_ticks,
+                x_ticks: &x_ticks,
+                plot_w,
+                plot_h,
+                height: HEIGHT,
+                x_label: &self.x_label,
+                y_label: &self.y_label,
+            },
         );
         for (x0, x1, label) in &self.bands {
             let (a, b) = (sx(x0.max(0.0)), sx(x1.min(x_max).max(*x0)));
@@ -238,9 +262,8 @@ impl LineChart {
                     None => {
                         let _ = write!(d, "M{px:.1},{py:.1}");
                     }
-                    Some((_, ly)) if s.steps => {
+                    Some(_) if s.steps => {
                         let _ = write!(d, "H{px:.1}V{py:.1}");
-                        let _ = ly;
                     }
                     Some(_) => {
                         let _ = write!(d, "L{px:.1},{py:.1}");
@@ -318,32 +341,25 @@ pub fn scatter(id: &str, title: &str, dots: &[Dot], reference: Option<(String, f
         id = escape(id),
         t = escape(title),
     );
-    for t in ticks(y_min, 100.0, 5) {
-        let y = sy(t);
-        let _ = write!(
-            svg,
-            r#"<line x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{tx}" y="{ty:.1}" class="tick" text-anchor="end">{t}</text>"#,
-            x2 = LEFT + plot_w,
-            tx = LEFT - 6.0,
-            ty = y + 4.0,
-        );
-    }
-    for t in ticks(0.0, x_max, 8) {
-        let x = sx(t);
-        let _ = write!(
-            svg,
-            r#"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{y2}" class="grid"/><text x="{x:.1}" y="{ty}" class="tick" text-anchor="middle">{l}</text>"#,
-            y2 = TOP + plot_h,
-            ty = TOP + plot_h + 16.0,
-            l = number(t),
-        );
-    }
-    let _ = write!(
-        svg,
-        r#"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" class="frame"/><text x="{x}" y="{y}" class="axis" text-anchor="middle">GPU-hours</text><text x="14" y="{my}" class="axis" text-anchor="middle" transform="rotate(-90 14 {my})">SLO attainment (%)</text>"#,
-        x = LEFT + plot_w / 2.0,
-        y = h - 6.0,
-        my = TOP + plot_h / 2.0,
+    let y_ticks: Vec<(f64, f64)> = ticks(y_min, 100.0, 5)
+        .into_iter()
+        .map(|t| (sy(t), t))
+        .collect();
+    let x_ticks: Vec<(f64, f64)> = ticks(0.0, x_max, 8)
+        .into_iter()
+        .map(|t| (sx(t), t))
+        .collect();
+    axes(
+        &mut svg,
+        &Axes {
+            y_ticks: &y_ticks,
+            x_ticks: &x_ticks,
+            plot_w,
+            plot_h,
+            height: h,
+            x_label: "GPU-hours",
+            y_label: "SLO attainment (%)",
+        },
     );
     if let Some((label, x)) = &reference {
         let px = sx(*x);
