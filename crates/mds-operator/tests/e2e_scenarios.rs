@@ -289,7 +289,14 @@ async fn growth_that_quota_never_admits_is_rolled_back() {
         (60..=90).contains(&waited),
         "rolled back {waited} s after the commit"
     );
-    let s = wait_condition(&scene.scalers, "llm", "Blocked", "ResourceExhausted").await;
+    // The condition follows the pass after the rollback, which a loaded machine can delay
+    // past WAIT: the longer deadline.
+    let s = eventually("llm: Blocked ResourceExhausted", LONG, || async {
+        let s = scene.scalers.get("llm").await.ok()?;
+        (condition(&s, "Blocked").map(|c| c.1).as_deref() == Some("ResourceExhausted")).then_some(s)
+    })
+    .await
+    .unwrap();
     assert!(status_of(&s).rebalance.is_some(), "an exhaustion episode");
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(scene.client.clone(), &scene.ns);

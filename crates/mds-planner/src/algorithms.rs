@@ -22,6 +22,18 @@ pub struct Recommendation {
     pub holds_scale_down: bool,
     /// What the algorithm saw, with the numbers.
     pub note: String,
+    /// Predictive's forecast this pass, for reports of its accuracy.
+    pub forecast: Option<Forecast>,
+}
+
+/// A forecast and what it was made from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Forecast {
+    /// The demand the filter took this pass, tokens/s.
+    pub demand: f64,
+    /// The demand it forecasts `horizon_seconds` ahead, tokens/s.
+    pub value: f64,
+    pub horizon_seconds: f64,
 }
 
 impl Recommendation {
@@ -31,6 +43,7 @@ impl Recommendation {
             reason,
             holds_scale_down: true,
             note: note.into(),
+            forecast: None,
         }
     }
 }
@@ -152,6 +165,7 @@ pub fn proportional(
             reason: Reason::WithinTolerance,
             holds_scale_down: false,
             note: format!("{note}; within tolerance {tolerance}"),
+            forecast: None,
         };
     }
     Recommendation {
@@ -159,6 +173,7 @@ pub fn proportional(
         reason: Reason::Proportional,
         holds_scale_down: false,
         note,
+        forecast: None,
     }
 }
 
@@ -344,6 +359,7 @@ pub fn token_throughput(
                 note: format!(
                     "stable {stable:.1} tok/s over {capacity} per replica = {stable_rec}"
                 ),
+                forecast: None,
             };
             if let Some(panic) = window(token.panic_window_seconds) {
                 let panic_rec = ceil_replicas(panic, capacity);
@@ -415,6 +431,11 @@ pub fn predictive(
         "{}; forecast {forecast:.1} tok/s in {} s over {capacity} per replica = {forecast_rec}",
         fallback.note, policy.horizon_seconds
     );
+    rec.forecast = demand_now.map(|demand| Forecast {
+        demand,
+        value: forecast,
+        horizon_seconds: policy.horizon_seconds,
+    });
     if forecast_rec > rec.raw {
         rec.raw = forecast_rec;
         rec.reason = Reason::Predictive;

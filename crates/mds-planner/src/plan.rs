@@ -198,6 +198,8 @@ pub struct RolePlan {
     pub algorithm_reason: Reason,
     /// What the algorithm saw.
     pub note: String,
+    /// Predictive's forecast this pass.
+    pub forecast: Option<crate::algorithms::Forecast>,
     pub limits: Vec<Limit>,
     /// The guards that hold this role's scale-down this pass (whether or not it wanted to
     /// shrink): a donation, which is a scale-down, waits for them too.
@@ -364,6 +366,7 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
                         "follows {:?} ({partner_rec}) through ratio {r} at {ratio_value:.3}",
                         policy.roles[partner].name
                     ),
+                    forecast: None,
                 });
                 break;
             }
@@ -377,6 +380,7 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
                 reason: Reason::RatioCoupled,
                 holds_scale_down: true,
                 note: "no linked role has a recommendation".into(),
+                forecast: None,
             })
         })
         .collect()
@@ -656,6 +660,7 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
             reason: rec.reason,
             algorithm_reason: rec.reason,
             note: rec.note.clone(),
+            forecast: rec.forecast,
             limits: vec![],
             shrink_guards: vec![],
         })

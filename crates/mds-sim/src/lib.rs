@@ -41,8 +41,10 @@
 //! assert!(page.contains("vllm:prompt_tokens_total"));
 //! ```
 
+pub mod calibration;
 pub mod engine;
 pub mod exposition;
+pub mod hardware;
 pub mod load;
 pub mod objects;
 pub mod profile;

@@ -1,5 +1,5 @@
-//! The request-level engine: its scheduler's rules, its prefix cache, and its calibration
-//! against published measurements.
+//! The request-level engine: its scheduler's rules and its prefix cache (its calibration is
+//! tests/calibration.rs).
 
 use mds_sim::engine::request::{
     FinishedRequest, Outcome, RequestEngine, RequestProfile, SchedulerLimits, StepStats,
@@ -32,11 +32,6 @@ fn sharegpt_run(qps: f64, count: u64, seed: u64) -> (Vec<FinishedRequest>, Reque
     engine.advance_to(arrival + 600.0);
     assert!(engine.is_idle());
     (engine.take_finished(), engine)
-}
-
-fn mean(values: impl Iterator<Item = f64>) -> f64 {
-    let (sum, n) = values.fold((0.0, 0.0), |(s, n), v| (s + v, n + 1.0));
-    sum / n
 }
 
 /// Steps until idle, returning every step; bounded so a livelock fails instead of hanging.
@@ -99,9 +94,9 @@ fn chunked_prefill_splits_a_prompt_larger_than_the_budget() {
     let mut engine = engine_with(small(512, 8, 2000));
     engine.submit(0, 0.0, 1300, 2, None);
     let steps = run_steps(&mut engine);
-    let prefills: Vec<u64> = steps.iter().map(|s| s.prefill_tokens).collect();
+    let prefills: Vec<u64> = steps.iter().map(|s| s.work.prefill_tokens).collect();
     assert_eq!(prefills, [512, 512, 276, 0]);
-    assert_eq!(steps[3].decode_sequences, 1);
+    assert_eq!(steps[3].work.decode_sequences, 1);
     let first_token_at: f64 = steps[..3].iter().map(|s| s.seconds).sum();
     let done = finished_by_id(&mut engine, 0);
     assert!((done.ttft_seconds.unwrap() - first_token_at).abs() < 1e-12);
@@ -118,8 +113,8 @@ fn running_decodes_are_scheduled_before_a_new_prompt() {
     // While the long prompt is prefilled in chunks, the decode still gets its token each step.
     for _ in 0..3 {
         let step = engine.step().unwrap();
-        assert_eq!(step.decode_sequences, 1, "{step:?}");
-        assert_eq!(step.prefill_tokens, 511, "{step:?}");
+        assert_eq!(step.work.decode_sequences, 1, "{step:?}");
+        assert_eq!(step.work.prefill_tokens, 511, "{step:?}");
     }
     run_steps(&mut engine);
     assert_eq!(
@@ -244,56 +239,6 @@ fn the_same_seed_gives_the_same_run() {
     assert!(first != third, "another seed, another run");
 }
 
-/// Published single-instance measurements: vLLM 0.8.5, one H100 PCIe, Llama-3-8B-Instruct,
-/// ShareGPT prompts of about 206 input and 202 output tokens; (QPS, mean TTFT s, mean TPOT s,
-/// output tokens/s). Source: IOG-Foundation/llm-inference-benchmarks, results folder, as
-/// reported, not re-checked here (the 1 QPS throughput is not given).
-const PUBLISHED: [(f64, f64, f64, Option<f64>); 3] = [
-    (1.0, 0.0206, 0.0106, None),
-    (16.0, 0.0247, 0.0122, Some(2052.0)),
-    (32.0, 0.0404, 0.0163, Some(2693.0)),
-];
-
-/// Output throughput as a benchmark measures it: output tokens over the time from the start
-/// to the last completion, for a run of `count` requests (mean of 20 seeds).
-fn benchmark_throughput(qps: f64, count: u64) -> f64 {
-    mean((0..20).map(|seed| {
-        let (done, _) = sharegpt_run(qps, count, seed * 7919 + 3);
-        let end = done.iter().map(|r| r.finish).fold(0.0, f64::max);
-        (count * 202) as f64 / end
-    }))
-}
-
-#[test]
-fn the_h100_profile_reproduces_the_published_measurements() {
-    for (qps, ttft, tpot, throughput) in PUBLISHED {
-        // Three minutes of Poisson arrivals.
-        let (done, _) = sharegpt_run(qps, (qps * 180.0) as u64, 7);
-        let ttft_model = mean(done.iter().map(|r| r.ttft_seconds.unwrap()));
-        let tpot_model = mean(done.iter().map(|r| r.tpot_seconds.unwrap()));
-        let near = |model: f64, published: f64, tolerance: f64| {
-            (model / published - 1.0).abs() <= tolerance
-        };
-        assert!(
-            near(ttft_model, ttft, 0.25),
-            "{qps} QPS: TTFT {ttft_model} vs {ttft}"
-        );
-        assert!(
-            near(tpot_model, tpot, 0.15),
-            "{qps} QPS: TPOT {tpot_model} vs {tpot}"
-        );
-        if let Some(published) = throughput {
-            // Below QPS × 202 with no queue: the published run was short, so its drain counts.
-            // 50 requests is the run length at which both published figures follow.
-            let model = benchmark_throughput(qps, 50);
-            assert!(
-                near(model, published, 0.15),
-                "{qps} QPS: {model} tok/s vs {published}"
-            );
-        }
-    }
-}
-
 #[test]
 fn an_hour_of_a_trace_rate_runs_through() {
     let (done, engine) = sharegpt_run(5.5, 5 * 3600 + 1800, 5);
@@ -373,4 +318,36 @@ proptest! {
             prop_assert_eq!(r.ttft_seconds.is_some(), r.output_tokens > 0);
         }
     }
+}
+
+#[test]
+fn a_prefill_chunk_in_a_decode_step_is_a_stall_the_requests_gaps_count() {
+    // One request decodes alone (9.5 ms steps); at 0.5 s an 8,000-token prompt arrives and
+    // its prefill rides one step of about 360 ms (309 ms of dense layers, 40 ms of attention). The decoding request sees one gap over a
+    // 50 ms objective among its 99; the step log sees it too, in the minute it ended.
+    let mut engine = RequestEngine::new(profile()).unwrap();
+    assert_eq!(engine.itl_objective_seconds, 0.05);
+    engine.submit(0, 0.0, 100, 100, None);
+    engine.submit(1, 0.5, 8000, 2, None);
+    engine.advance_to(60.0);
+    let done = engine.take_finished();
+    let first = done.iter().find(|r| r.id == 0).unwrap();
+    assert_eq!((first.gaps, first.slow_gaps), (99, 1));
+    let long = done.iter().find(|r| r.id == 1).unwrap();
+    assert_eq!((long.gaps, long.slow_gaps), (1, 0));
+    let log = engine.take_gaps();
+    assert_eq!(log.over(0), (100, 1));
+    let top = log.quantile(None, 1.0).unwrap();
+    assert!(
+        (0.33..0.38).contains(&top),
+        "the stall is the top gap: {top}"
+    );
+    // The same run against a 400 ms objective has no slow gap.
+    let mut lenient = RequestEngine::new(profile()).unwrap();
+    lenient.itl_objective_seconds = 0.4;
+    lenient.submit(0, 0.0, 100, 100, None);
+    lenient.submit(1, 0.5, 8000, 2, None);
+    lenient.advance_to(60.0);
+    let first = finished_by_id(&mut lenient, 0);
+    assert_eq!((first.gaps, first.slow_gaps), (99, 0));
 }

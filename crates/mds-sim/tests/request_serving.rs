@@ -46,8 +46,9 @@ fn requests_before_ready_are_unrouted_then_served_and_counted_on_the_page() {
     let k = w
         .apply_deployment(target("chat", "vLLM", true, &[("server", "Server", 2, 1)]))
         .unwrap();
-    // 2 requests/s for 60 s: the first 10 s find no ready instance.
-    w.set_requests(&k, trace(120, 0.5, 300, 50), RequestServing::default())
+    // 2 requests/s for 60 s: the first 10 s find no ready instance. Each request decodes
+    // for about a second, so two overlap and least outstanding sends work to both.
+    w.set_requests(&k, trace(120, 0.5, 300, 100), RequestServing::default())
         .unwrap();
     let served = run(&mut w, "chat", 120);
     assert_eq!(served.len(), 120, "every request ends once");
@@ -84,7 +85,7 @@ fn requests_before_ready_are_unrouted_then_served_and_counted_on_the_page() {
         generated += mine;
         assert_eq!(counter(&page, "vllm:num_requests_running"), 0.0);
     }
-    assert_eq!(generated, 50.0 * finished.len() as f64);
+    assert_eq!(generated, 100.0 * finished.len() as f64);
 }
 
 #[test]

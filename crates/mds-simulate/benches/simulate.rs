@@ -1,18 +1,23 @@
 //! `cargo bench -p mds-simulate --bench simulate`: one hour of the bundled Azure conversation
 //! trace through one TokenThroughput scaler (the `mds simulate` example), request-level and
-//! fluid, the fluid world alone without the scaler, and the whole comparison (our three
-//! algorithms and every peer, on every core; `MDS_BENCH_CASE=compare`). Prints the median and best wall time
-//! of several rounds, the real-time factor and the process's peak resident memory.
+//! fluid, the fluid world alone without the scaler, the whole comparison (our three
+//! algorithms and every peer, on every core; `MDS_BENCH_CASE=compare`), the frontier of the
+//! bundled example (every default policy's knob swept, three tiers, on every core;
+//! `MDS_BENCH_CASE=frontier`) and one simulated day of a request-level load at one setting
+//! (`MDS_BENCH_CASE=day`). Prints the median and best wall time of several rounds, the
+//! real-time factor and the process's peak resident memory.
 //! docs/PERFORMANCE.md records the results.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use mds_sim::load::Trace;
+use mds_sim::load::{Synthetic, Trace};
+use mds_simulate::ScaledBy;
 use mds_simulate::compare::{self, Contender};
+use mds_simulate::frontier::{self, DEFAULT_PEERS, Grid, Policy, Search};
 use mds_simulate::profile::{DEFAULT_PROFILE, profile};
 use mds_simulate::roster::PeerName;
-use mds_simulate::run::{EngineModel, RunOptions, run};
+use mds_simulate::run::{EngineModel, RunOptions, run, run_with};
 use serde_json::json;
 
 const TRACE: &str = include_str!("../../../data/traces/azure-2023-conv.csv");
@@ -80,13 +85,15 @@ fn main() {
         }
         let mut options = RunOptions::new(profile);
         options.engine = engine;
+        // The run alone (the engine's curves and the bounds are timed by the day case).
         let timing = time(rounds, || {
-            let report = run(
+            let report = run_with(
                 scaler(),
                 target(),
                 trace.clone(),
                 "azure-2023-conv",
                 &options,
+                ScaledBy::Mds,
                 &mut |_| {},
             )
             .expect("the run");
@@ -106,7 +113,7 @@ fn main() {
         let contenders: Vec<Contender> = compare::algorithms(&scaler(), &target(), &targets)
             .expect("our algorithms")
             .into_iter()
-            .chain(PeerName::ALL.into_iter().map(Contender::Peer))
+            .chain(PeerName::ALL.into_iter().map(Contender::peer))
             .collect();
         let timing = time(rounds.min(3), || {
             let (scaler, target) = (scaler(), target());
@@ -128,6 +135,59 @@ fn main() {
             ),
             timing,
         );
+    }
+    if only.as_deref().is_none_or(|c| c == "frontier") {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let options = RunOptions::new(profile);
+        let policies: Vec<Policy> = ["mds-proportional", "mds-tokenthroughput", "mds-predictive"]
+            .into_iter()
+            .map(|n| Policy::Ours(n.to_string()))
+            .chain([Policy::Tuned])
+            .chain(DEFAULT_PEERS.map(Policy::Peer))
+            .collect();
+        let search = Search {
+            tiers: vec![0.90, 0.95, 0.99],
+            grid: Grid::default(),
+            refinements: 3,
+            threads,
+        };
+        let timing = time(rounds.min(3), || {
+            let (scaler, target) = (scaler(), target());
+            let case = compare::Case {
+                scaler: &scaler,
+                target: &target,
+                trace: trace.clone(),
+                load: "azure-2023-conv",
+                options: &options,
+            };
+            let f = frontier::frontier(&case, &policies, &search, &|_| {}).expect("the frontier");
+            f.inputs.duration_seconds
+        });
+        report(
+            &format!("1 h azure conv frontier, {threads} threads"),
+            timing,
+        );
+    }
+    if only.as_deref().is_none_or(|c| c == "day") {
+        let options = RunOptions::new(profile);
+        let day = Arc::new(
+            Synthetic::parse("sinusoid:mean=4,amplitude=3,period=86400,duration=86400")
+                .expect("a day")
+                .generate(1),
+        );
+        let timing = time(rounds.min(3), || {
+            let report = run(
+                scaler(),
+                target(),
+                day.clone(),
+                "day",
+                &options,
+                &mut |_| {},
+            )
+            .expect("the day");
+            report.inputs.duration_seconds
+        });
+        report("1 day sinusoid 1-7 req/s, request engine", timing);
     }
     if only.as_deref().is_none_or(|c| c == "world") {
         let load = trace.to_profile(10.0).expect("a profile");

@@ -3,7 +3,7 @@
 //! spread over the machine's cores; the table is in a fixed order whatever finishes first.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use mds_api::ModelDeploymentScaler;
 use mds_api::target::ModelDeployment;
@@ -11,10 +11,12 @@ use mds_sim::load::Trace;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::jobs::{self, Job};
 use crate::roster::{self, PeerName};
-use crate::run::{self, Bounds, Driver, RunOptions, RunReport};
+use crate::run::{self, Bounds, RunOptions, RunReport};
+use crate::slo::ItlReading;
 use crate::targets;
-use crate::{SimError, peers::Targets};
+use crate::{ScaledBy, SimError, peers::Targets};
 
 /// One policy of a comparison.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,14 +26,21 @@ pub enum Contender {
         name: String,
         scaler: Box<ModelDeploymentScaler>,
     },
-    Peer(PeerName),
+    /// A peer, its one sizing knob at `factor` times its setting from the scaler's capacity
+    /// (1: as configured; module `roster`).
+    Peer { name: PeerName, factor: f64 },
 }
 
 impl Contender {
+    /// A peer as configured from the scaler's capacity.
+    pub fn peer(name: PeerName) -> Contender {
+        Contender::Peer { name, factor: 1.0 }
+    }
+
     pub fn name(&self) -> String {
         match self {
             Contender::Mds { name, .. } => name.clone(),
-            Contender::Peer(p) => p.as_str().to_string(),
+            Contender::Peer { name, .. } => name.as_str().to_string(),
         }
     }
 }
@@ -40,7 +49,9 @@ impl Contender {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
     pub policy: String,
+    /// SLO attainment as the SLO reads ITL, and by the other reading.
     pub attainment: Option<f64>,
+    pub attainment_other: Option<f64>,
     pub window_attainment: Option<f64>,
     pub ttft_p95_seconds: Option<f64>,
     pub itl_p95_seconds: Option<f64>,
@@ -51,6 +62,12 @@ pub struct Row {
     pub flaps: u32,
     pub above_budget_seconds: f64,
     pub unadmitted_seconds: f64,
+    /// Ready capacity over demand at the knee, minutes in deficit, mean seconds to cover a
+    /// demand step, Σ|Δreplicas| (module `metrics`).
+    pub over_provisioning: Option<f64>,
+    pub deficit_minutes: Option<u32>,
+    pub mean_reaction_seconds: Option<f64>,
+    pub replica_changes: u32,
     /// Spec invariants broken (our scaler only: peers are not bound by our spec).
     pub violations: usize,
 }
@@ -159,6 +176,38 @@ pub fn algorithms(
         .collect()
 }
 
+/// `--quota auto`: each instance type of the target gets 80 % of the GPUs static peak would
+/// hold, so that budget clamping, rollback and rebalancing are exercised. Sets the quota in
+/// `options` and says what it set.
+pub fn auto_quota(
+    scaler: &ModelDeploymentScaler,
+    target: &ModelDeployment,
+    trace: &Trace,
+    options: &mut RunOptions,
+) -> Result<String, SimError> {
+    let targets = targets_for(scaler, target, trace, options)?;
+    let counts = roster::static_counts(scaler, target, trace, options, &targets)?;
+    let mut peak: BTreeMap<String, u32> = BTreeMap::new();
+    for role in &target.spec.roles {
+        let n = counts
+            .get(&role.name)
+            .copied()
+            .unwrap_or(role.replicas())
+            .max(0) as u32;
+        let gpus = n * role.size().clamp(1, 64) as u32 * options.profile.gpus_per_pod;
+        *peak
+            .entry(role.instance_type.clone().unwrap_or_default())
+            .or_default() += gpus;
+    }
+    let mut said = Vec::new();
+    for (instance_type, gpus) in peak {
+        let quota = ((f64::from(gpus) * 0.8).round() as u32).max(1);
+        said.push(format!("{instance_type}={quota} (80 % of {gpus})"));
+        options.quota.insert(instance_type, Some(quota));
+    }
+    Ok(said.join(", "))
+}
+
 /// What every contender of a comparison runs on.
 pub struct Case<'a> {
     /// The scaler under test (its bounds bind every peer too).
@@ -170,95 +219,95 @@ pub struct Case<'a> {
     pub options: &'a RunOptions,
 }
 
-/// Runs every contender on the same case, `threads` at a time; `progress` hears the share of
+/// Runs every contender on the same case, `threads` at a time, without bounds; the reports
+/// in the contenders' order, each named after its contender. `progress` hears the share of
 /// runs finished.
+pub fn run_all(
+    case: &Case,
+    contenders: &[Contender],
+    threads: usize,
+    progress: &(dyn Fn(f64) + Sync),
+) -> Result<Vec<RunReport>, SimError> {
+    let (scaler, target, options) = (case.scaler, case.target, case.options);
+    let targets = targets_for(scaler, target, &case.trace, options)?;
+    let jobs: Vec<Job<'_, Result<RunReport, SimError>>> = contenders
+        .iter()
+        .map(|contender| {
+            let targets = &targets;
+            Box::new(move || {
+                let mut report = run_one(case, contender, targets)?;
+                report.inputs.scaler = contender.name();
+                Ok(report)
+            }) as Job<'_, _>
+        })
+        .collect();
+    jobs::run(threads, jobs, progress).into_iter().collect()
+}
+
+/// One contender's run.
+pub(crate) fn run_one(
+    case: &Case,
+    contender: &Contender,
+    targets: &Targets,
+) -> Result<RunReport, SimError> {
+    let (scaler, target, options) = (case.scaler, case.target, case.options);
+    match contender {
+        Contender::Mds { scaler, .. } => run::run_with(
+            (**scaler).clone(),
+            target.clone(),
+            case.trace.clone(),
+            case.load,
+            options,
+            ScaledBy::Mds,
+            &mut |_| {},
+        ),
+        Contender::Peer { name, factor } => {
+            let targets = targets.scaled(*factor);
+            let statics = roster::static_counts(scaler, target, &case.trace, options, &targets)?;
+            run::run_with(
+                scaler.clone(),
+                // Static peak starts at its peak.
+                if *name == PeerName::StaticPeak {
+                    with_counts(target, &statics)
+                } else {
+                    target.clone()
+                },
+                case.trace.clone(),
+                case.load,
+                options,
+                ScaledBy::Peer(name.build(&targets, options, &statics, *factor)),
+                &mut |_| {},
+            )
+        }
+    }
+}
+
+/// Runs every contender on the same case, `threads` at a time, and measures each against the
+/// bounds of the scaler under test; `progress` hears the share of runs finished.
 pub fn compare(
     case: &Case,
     contenders: &[Contender],
     threads: usize,
     progress: &(dyn Fn(f64) + Sync),
 ) -> Result<Comparison, SimError> {
-    let Case {
-        scaler,
-        target,
-        trace,
-        load,
-        options,
-    } = case;
-    let (scaler, target, load, options) = (*scaler, *target, *load, *options);
+    let (scaler, target, trace, options) = (case.scaler, case.target, &case.trace, case.options);
     let targets = targets_for(scaler, target, trace, options)?;
-    let statics = roster::static_counts(scaler, target, trace, options, &targets)?;
-    let results: Mutex<Vec<Option<Result<RunReport, SimError>>>> =
-        Mutex::new(contenders.iter().map(|_| None).collect());
-    let next = Mutex::new(0_usize);
-    let done = Mutex::new(0_usize);
-    std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, contenders.len().max(1)) {
-            scope.spawn(|| {
-                loop {
-                    let index = {
-                        let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
-                        let i = *n;
-                        *n += 1;
-                        i
-                    };
-                    let Some(contender) = contenders.get(index) else {
-                        break;
-                    };
-                    let result = match contender {
-                        Contender::Mds { scaler, .. } => run::run(
-                            (**scaler).clone(),
-                            target.clone(),
-                            trace.clone(),
-                            load,
-                            options,
-                            &mut |_| {},
-                        ),
-                        Contender::Peer(name) => run::run_with(
-                            scaler.clone(),
-                            target.clone(),
-                            trace.clone(),
-                            load,
-                            options,
-                            Driver::Peer {
-                                peer: name.build(&targets, options, &statics),
-                                initial: if *name == PeerName::StaticPeak {
-                                    statics.clone()
-                                } else {
-                                    BTreeMap::new()
-                                },
-                            },
-                            &mut |_| {},
-                        ),
-                    };
-                    results.lock().unwrap_or_else(|e| e.into_inner())[index] = Some(result);
-                    let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
-                    *d += 1;
-                    progress(*d as f64 / contenders.len().max(1) as f64);
-                }
-            });
-        }
-    });
-    let mut runs = Vec::new();
-    for (contender, result) in contenders
-        .iter()
-        .zip(results.into_inner().unwrap_or_default())
-    {
-        let mut report = result.ok_or_else(|| {
-            SimError::Input(format!("the {} run did not finish", contender.name()))
-        })??;
-        report.inputs.scaler = contender.name();
-        runs.push(report);
-    }
-    // The bounds of the scaler under test: every row is measured against the same ones (a
-    // variant's own report carries the bounds of its own, rounded, targets).
+    let mut runs = run_all(case, contenders, threads, progress)?;
+    // The bounds of the scaler under test: every row is measured against the same ones.
+    let curves = run::curves(scaler, target, trace, options, threads);
     let bounds = run::bounds(
         scaler,
         target,
         trace,
         options,
         run::run_seconds(trace, options),
+        &curves,
+        options.goal,
     );
+    for report in &mut runs {
+        report.bounds.clone_from(&bounds);
+        run::measure(report, scaler, target, trace, options);
+    }
     let rows = rows(&runs, bounds.as_ref());
     let demand = demand_per_minute(target, trace, &targets, run::run_seconds(trace, options));
     Ok(Comparison {
@@ -272,6 +321,17 @@ pub fn compare(
         rows,
         runs,
     })
+}
+
+/// `target` with the given roles' counts.
+fn with_counts(target: &ModelDeployment, counts: &BTreeMap<String, i32>) -> ModelDeployment {
+    let mut target = target.clone();
+    for role in &mut target.spec.roles {
+        if let Some(&n) = counts.get(&role.name) {
+            role.replicas = Some(n);
+        }
+    }
+    target
 }
 
 /// Each role's token demand per minute, for roles with a per-replica capacity.
@@ -320,7 +380,7 @@ pub fn single(case: &Case, report: RunReport) -> Comparison {
     }
 }
 
-fn rows(runs: &[RunReport], bounds: Option<&Bounds>) -> Vec<Row> {
+pub(crate) fn rows(runs: &[RunReport], bounds: Option<&Bounds>) -> Vec<Row> {
     let hpa = runs
         .iter()
         .find(|r| r.inputs.scaler == PeerName::Hpa.as_str())
@@ -333,16 +393,27 @@ fn rows(runs: &[RunReport], bounds: Option<&Bounds>) -> Vec<Row> {
             Row {
                 policy: r.inputs.scaler.clone(),
                 attainment: s.totals.attainment,
+                attainment_other: match r.inputs.slo.itl_reading {
+                    ItlReading::P95 => s.totals.attainment_mean_itl,
+                    ItlReading::Mean => s.totals.attainment_p95_itl,
+                },
                 window_attainment: s.window_attainment,
                 ttft_p95_seconds: s.totals.ttft.p95,
-                itl_p95_seconds: s.totals.itl.p95,
+                itl_p95_seconds: match r.inputs.slo.itl_reading {
+                    ItlReading::P95 => s.totals.itl.p95,
+                    ItlReading::Mean => s.totals.tpot.p95,
+                },
                 gpu_hours: gpu,
-                vs_oracle_b: ratio(gpu, bounds.map(|b| b.oracle_b_gpu_hours)),
+                vs_oracle_b: ratio(gpu, bounds.and_then(|b| b.oracle_b_gpu_hours)),
                 vs_hpa: ratio(gpu, hpa),
                 scale_actions_per_hour: s.scale_actions_per_hour,
                 flaps: s.totals.flaps,
                 above_budget_seconds: s.totals.above_budget_seconds,
                 unadmitted_seconds: s.totals.unadmitted_seconds,
+                over_provisioning: r.metrics.as_ref().and_then(|m| m.over_provisioning),
+                deficit_minutes: r.metrics.as_ref().and_then(|m| m.deficit_minutes),
+                mean_reaction_seconds: r.metrics.as_ref().and_then(|m| m.mean_reaction()),
+                replica_changes: r.metrics.as_ref().map_or(0, |m| m.replica_changes),
                 violations: r.violations.len(),
             }
         })

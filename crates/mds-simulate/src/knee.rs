@@ -5,7 +5,14 @@
 //! suggested per-replica target is the highest load within the SLO below the knee, so it is a
 //! load the role was seen to serve within the SLO.
 
+use std::collections::BTreeMap;
+
+use mds_api::target::{ModelDeployment, RoleKind};
 use serde::Serialize;
+use serde_json::json;
+
+use crate::replay::TimelineEntry;
+use crate::report::Slo;
 
 /// What the readings say.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -73,6 +80,117 @@ pub fn knee(readings: &[(f64, f64)]) -> Knee {
         misfits,
         highest,
     }
+}
+
+/// One role's knee from a recorded timeline.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RoleKnee {
+    pub role: String,
+    #[serde(skip)]
+    pub kind: RoleKind,
+    pub knee: Knee,
+}
+
+/// Each role's knee from a timeline in the `mds replay` format: per entry and role with a
+/// ready replica, the load per ready replica (the tokens its kind counts, or running plus
+/// waiting requests when `requests` is set, for a Proportional scaler) against p95 latency
+/// over its objective (TTFT for prefill, ITL for decode, the larger for a server).
+pub fn from_timeline(
+    entries: &[TimelineEntry],
+    target: &ModelDeployment,
+    requests: bool,
+    slo: Slo,
+) -> Result<Vec<RoleKnee>, String> {
+    let mut readings: BTreeMap<String, (RoleKind, Vec<(f64, f64)>)> = BTreeMap::new();
+    for entry in entries {
+        for (name, obs) in &entry.roles {
+            let Some(role) = target.spec.roles.iter().find(|r| &r.name == name) else {
+                return Err(format!(
+                    "line {}: role {name:?} is not a role of the target",
+                    entry.line
+                ));
+            };
+            let Some(ready) = obs.ready_replicas.filter(|r| *r >= 1) else {
+                continue;
+            };
+            let kind = role.kind();
+            let load = if requests {
+                obs.running_requests
+                    .map(|r| r + obs.waiting_requests.unwrap_or(0.0))
+            } else {
+                // The rates the kind counts must be there; the others count nothing.
+                let (prompt, output) = (
+                    obs.prompt_tokens_per_second,
+                    obs.generation_tokens_per_second,
+                );
+                let rates = match kind {
+                    RoleKind::Prefill | RoleKind::Encode => prompt.map(|p| (p, 0.0)),
+                    RoleKind::Decode => output.map(|o| (0.0, o)),
+                    _ => prompt.zip(output),
+                };
+                rates.map(|(p, o)| crate::oracle::demand_of(&kind, p, o))
+            };
+            let ttft = obs.ttft_milliseconds.map(|v| v / 1000.0 / slo.ttft_seconds);
+            let itl = obs.itl_milliseconds.map(|v| v / 1000.0 / slo.itl_seconds);
+            let ratio = match kind {
+                RoleKind::Prefill | RoleKind::Encode => ttft,
+                RoleKind::Decode => itl,
+                _ => ttft.into_iter().chain(itl).reduce(f64::max),
+            };
+            if let (Some(load), Some(ratio)) = (load, ratio) {
+                readings
+                    .entry(name.clone())
+                    .or_insert_with(|| (kind, Vec::new()))
+                    .1
+                    .push((load / f64::from(ready), ratio));
+            }
+        }
+    }
+    if readings.is_empty() {
+        return Err("no reading has a ready replica, a load and a latency to compare".into());
+    }
+    Ok(readings
+        .into_iter()
+        .map(|(role, (kind, points))| RoleKnee {
+            role,
+            kind,
+            knee: knee(&points),
+        })
+        .collect())
+}
+
+/// The `spec.algorithm` that sets each role's suggested target, as YAML to paste (`None`
+/// when no role has a load seen within the SLO).
+pub fn fragment(knees: &[RoleKnee], requests: bool) -> Option<String> {
+    let suggested: Vec<(&RoleKnee, f64)> = knees
+        .iter()
+        .filter_map(|k| Some((k, k.knee.suggested?)))
+        .collect();
+    if suggested.is_empty() {
+        return None;
+    }
+    let algorithm = if requests {
+        let targets: Vec<_> = suggested
+            .iter()
+            .map(|(k, v)| json!({"name": k.role, "target": format!("{v:.1}")}))
+            .collect();
+        json!({"type": "Proportional", "proportional": {"metric": "QueueDepth", "roleTargets": targets}})
+    } else {
+        let mut fields = serde_json::Map::new();
+        for (k, v) in &suggested {
+            let field = match k.kind {
+                RoleKind::Prefill => "prefill",
+                RoleKind::Decode => "decode",
+                _ => "server",
+            };
+            fields.insert(
+                format!("{field}TargetTokensPerSecond"),
+                json!(format!("{v:.0}")),
+            );
+        }
+        json!({"type": "TokenThroughput", "tokenThroughput": fields})
+    };
+    Some(crate::fragment::algorithm(&algorithm))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use mds_api::target::RoleKind;
 use mds_sim::{DeploymentKey, EngineState, InstanceState, InstanceView, World};
 
 use crate::peers::{Lifecycle, Peer, Replica, RoleView, Sample, View};
+use crate::scaling::{Ctx, Passed, Scaling};
 
 /// Prometheus's scrape interval: what a peer reading through it sees is this late.
 pub const SCRAPE_SECONDS: f64 = 15.0;
@@ -226,65 +227,71 @@ fn sample_of(i: &InstanceView, start: Timestamp) -> Option<Sample> {
     })
 }
 
-impl crate::Simulation {
+impl Scaling for PeerDriver {
+    fn next_due(&self) -> Timestamp {
+        self.next_event()
+    }
+
     /// What is due for the peer at `now`: its scrape, its sample, its decision and the write
     /// of the counts it decided (a decision is a pass in the record).
-    pub(crate) fn peer_pass(
-        &mut self,
-        now: Timestamp,
-    ) -> Result<Option<crate::PassRecord>, crate::SimError> {
-        let t = self.seconds(now);
-        let before = self.world_counts();
-        let ready = self.mirror.ready(&self.world, &self.deployment);
-        let crate::Controller::Peer(driver) = &mut self.controller else {
+    fn pass(&mut self, ctx: &Ctx, now: Timestamp) -> Result<Option<Passed>, crate::SimError> {
+        let due = self.due(now, ctx.world, ctx.deployment);
+        if !(due.sample || due.decide) {
             return Ok(None);
-        };
-        let due = driver.due(now, &self.world, &self.deployment);
-        let mut record = None;
-        if due.sample || due.decide {
-            let view = driver.view(now, &self.world, &self.deployment, &before);
-            if due.sample {
-                driver.peer.observe(&view);
-            }
-            if due.decide {
-                let decided = driver.peer.decide(&view);
-                let counts = driver.counts(decided);
-                let moved: BTreeMap<String, i32> = counts
-                    .iter()
-                    .filter(|(role, n)| before.get(*role) != Some(n))
-                    .map(|(role, n)| (role.clone(), *n))
-                    .collect();
-                let write = (!moved.is_empty()).then(|| {
-                    let key = &self.deployment;
-                    let stored = self.cluster.edit(|e| {
-                        e.update(
-                            mds_worker::memory_cluster::Kind::Target,
-                            &key.namespace,
-                            &key.name,
-                            |doc| set_counts(doc, &moved),
-                        )
-                    });
-                    ("scale".to_string(), stored.is_some())
-                });
-                self.mirror
-                    .adopt_target(&mut self.world, &self.cluster, &self.deployment)?;
-                let mut after = before.clone();
-                after.extend(moved);
-                self.recorder.pass(t, &before, &after);
-                record = Some(crate::PassRecord {
-                    t,
-                    replicas: after,
-                    ready,
-                    write,
-                    plan: counts
-                        .into_iter()
-                        .map(|(role, n)| (role, (n, driver.peer.name())))
-                        .collect(),
-                });
-            }
         }
-        self.next_pass = driver.next_event();
-        Ok(record)
+        let key = ctx.deployment;
+        let before = ctx
+            .world
+            .deployment(key)
+            .map(crate::mirror::role_counts)
+            .unwrap_or_default();
+        let view = self.view(now, ctx.world, key, &before);
+        if due.sample {
+            self.peer.observe(&view);
+        }
+        if !due.decide {
+            return Ok(None);
+        }
+        let decided = self.peer.decide(&view);
+        let counts = self.counts(decided);
+        let moved: BTreeMap<String, i32> = counts
+            .iter()
+            .filter(|(role, n)| before.get(*role) != Some(n))
+            .map(|(role, n)| (role.clone(), *n))
+            .collect();
+        let write = (!moved.is_empty()).then(|| {
+            let stored = ctx.cluster.edit(|e| {
+                e.update(
+                    mds_worker::memory_cluster::Kind::Target,
+                    &key.namespace,
+                    &key.name,
+                    |doc| set_counts(doc, &moved),
+                )
+            });
+            ("scale".to_string(), stored.is_some())
+        });
+        let name = self.peer.name();
+        Ok(Some(Passed {
+            write,
+            rollback: false,
+            plan: counts
+                .into_iter()
+                .map(|(role, n)| (role, (n, name.clone())))
+                .collect(),
+            forecasts: BTreeMap::new(),
+        }))
+    }
+
+    fn reads_cluster(&self) -> bool {
+        false
+    }
+
+    fn bound_by_spec(&self) -> bool {
+        false
+    }
+
+    fn restart(&mut self, _first: Timestamp) -> bool {
+        false
     }
 }
 

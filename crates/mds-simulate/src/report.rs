@@ -2,10 +2,13 @@
 //! attainment, TTFT and ITL percentiles, GPU-hours, replicas, scale actions, flaps and the
 //! time growth waited for admission.
 //!
-//! - A request attains the SLO when it finished with TTFT ≤ the TTFT SLO and a mean ITL ≤ the
-//!   ITL SLO (a request with one output token has no ITL to miss). Requests refused, unrouted,
-//!   lost or unfinished at the end miss it.
-//! - ITL percentiles are over requests' mean inter-token latency.
+//! - A request attains the SLO when it finished within its TTFT objective and its inter-token
+//!   latency, read as the SLO says (its own p95 gap, or its mean), is within the ITL objective
+//!   (module `slo`; a request with one output token has no ITL to miss). Both readings are
+//!   kept. Requests refused, unrouted, lost or unfinished at the end miss it.
+//! - ITL percentiles are over every gap between output tokens as the engines' histograms
+//!   record them (the fluid engine has no gaps: its step means stand in); TPOT percentiles
+//!   over requests' mean gaps.
 //! - GPU-hours count every admitted instance's GPUs while it starts, serves, drains and
 //!   terminates.
 //! - A flap is a role's count reversing direction within max(2 × cold start, 5 min) of its last
@@ -18,21 +21,9 @@ use std::collections::BTreeMap;
 use mds_sim::{ServedOutcome, ServedRequest};
 use serde::Serialize;
 
-/// The latency objectives a request is measured against.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Slo {
-    pub ttft_seconds: f64,
-    pub itl_seconds: f64,
-}
-
-impl Default for Slo {
-    fn default() -> Self {
-        Slo {
-            ttft_seconds: 0.5,
-            itl_seconds: 0.05,
-        }
-    }
-}
+use crate::slo::Grader;
+pub use crate::slo::{ItlReading, Slo};
+use mds_sim::engine::gaps::GapLog;
 
 /// p50, p95 and p99 in seconds (`None` without samples).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Default)]
@@ -50,11 +41,20 @@ pub struct Bin {
     pub seconds: f64,
     /// Requests that arrived in the bin (fractional with the fluid engine).
     pub requests: f64,
+    /// Requests that attained the SLO, as its ITL reading says.
     pub attained: f64,
     /// attained / requests (`None` without requests).
     pub attainment: Option<f64>,
+    /// The share attaining with ITL read as each request's own p95 gap, and as its mean.
+    pub attainment_p95_itl: Option<f64>,
+    pub attainment_mean_itl: Option<f64>,
+    /// Requests no scale serves within the SLO (module `slo`).
+    pub unattainable: f64,
     pub ttft: Percentiles,
+    /// Over every gap between output tokens.
     pub itl: Percentiles,
+    /// Over requests' mean gaps.
+    pub tpot: Percentiles,
     pub gpu_hours: f64,
     /// Target counts and ready replicas at the bin's end.
     pub replicas: BTreeMap<String, i32>,
@@ -92,14 +92,35 @@ pub struct Summary {
     pub unrouted: f64,
     pub lost: f64,
     pub unfinished_at_end: f64,
+    /// Means as serving benchmarks report them.
+    pub means: Means,
+    /// The written and ready counts as they changed, for the metrics (module `metrics`).
+    #[serde(skip)]
+    pub timeline: crate::metrics::Timeline,
+}
+
+/// Means over the finished requests, as serving benchmarks report them (`None`: no request
+/// finished, or the fluid engine, which serves flows rather than requests, for throughput).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Means {
+    pub ttft_seconds: Option<f64>,
+    /// Each request's mean gap between output tokens, averaged over requests.
+    pub tpot_seconds: Option<f64>,
+    /// Output tokens over the time from the first arrival to the last completion.
+    pub output_tokens_per_second: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default)]
 struct Acc {
     requests: f64,
-    attained: f64,
+    attained_p95: f64,
+    attained_mean: f64,
+    unattainable: f64,
+    /// Finished requests over their TTFT objective, and over the ITL objective by their mean.
+    ttft_slow: f64,
+    tpot_slow: f64,
     ttft: Vec<(f64, f64)>,
-    itl: Vec<(f64, f64)>,
+    tpot: Vec<(f64, f64)>,
     gpu_seconds: f64,
     unadmitted_seconds: f64,
     above_budget_seconds: f64,
@@ -113,7 +134,9 @@ struct Acc {
 
 /// Collects a run as it goes.
 pub struct Recorder {
-    slo: Slo,
+    grader: Grader,
+    /// Every gap between output tokens, per minute.
+    gaps: GapLog,
     bin_seconds: f64,
     flap_window: f64,
     /// GPUs the quota allows the target (`None`: unlimited).
@@ -125,17 +148,23 @@ pub struct Recorder {
     finished: f64,
     unrouted: f64,
     lost: f64,
+    /// Output tokens of finished requests, the first arrival and the last completion.
+    output_tokens: f64,
+    first_arrival: f64,
+    last_finish: f64,
+    timeline: crate::metrics::Timeline,
 }
 
 impl Recorder {
     pub fn new(
-        slo: Slo,
+        grader: Grader,
         bin_seconds: f64,
         cold_start_seconds: f64,
         budget: Option<u32>,
     ) -> Recorder {
         Recorder {
-            slo,
+            grader,
+            gaps: GapLog::default(),
             bin_seconds,
             budget,
             flap_window: (2.0 * cold_start_seconds).max(300.0),
@@ -144,8 +173,12 @@ impl Recorder {
             replica_seconds: BTreeMap::new(),
             replicas: BTreeMap::new(),
             finished: 0.0,
+            output_tokens: 0.0,
+            first_arrival: f64::INFINITY,
+            last_finish: f64::NEG_INFINITY,
             unrouted: 0.0,
             lost: 0.0,
+            timeline: crate::metrics::Timeline::default(),
         }
     }
 
@@ -174,6 +207,7 @@ impl Recorder {
         ready: &BTreeMap<String, i32>,
     ) {
         let above_budget = self.budget.is_some_and(|b| gpus > b);
+        self.timeline.record(t0, replicas, ready);
         let mut t = t0;
         while t < t1 {
             let edge = ((t / self.bin_seconds).floor() + 1.0) * self.bin_seconds;
@@ -204,32 +238,50 @@ impl Recorder {
 
     /// A request's end.
     pub fn served(&mut self, r: &ServedRequest) {
-        let slo = self.slo;
+        self.first_arrival = self.first_arrival.min(r.arrival);
         match r.outcome {
-            ServedOutcome::Finished => self.finished += 1.0,
+            ServedOutcome::Finished => {
+                self.finished += 1.0;
+                self.output_tokens += r.output_tokens as f64;
+                self.last_finish = self.last_finish.max(r.end);
+            }
             ServedOutcome::Unrouted => self.unrouted += 1.0,
             ServedOutcome::Lost => self.lost += 1.0,
             ServedOutcome::Rejected => {}
         }
+        let objective = self.grader.ttft_objective(r.id);
+        let unattainable = self.grader.unattainable(r.id);
+        let itl = self.grader.slo.itl_seconds;
+        // The engine counted the gaps over this same objective (the scenario gives it).
         let bin = self.bin(r.arrival);
         bin.requests += 1.0;
+        if unattainable {
+            bin.unattainable += 1.0;
+        }
         match r.outcome {
             ServedOutcome::Finished => {
-                let ttft_ok = r.ttft_seconds.is_none_or(|t| t <= slo.ttft_seconds);
-                let itl_ok = r.itl_seconds.is_none_or(|t| t <= slo.itl_seconds);
-                if ttft_ok && itl_ok {
-                    bin.attained += 1.0;
-                }
+                let ttft_ok = r.ttft_seconds.is_none_or(|t| t <= objective);
+                let mean_ok = r.itl_seconds.is_none_or(|t| t <= itl);
+                let p95_ok = p95_within(r.gaps, r.slow_gaps);
+                bin.attained_p95 += f64::from(u8::from(ttft_ok && p95_ok));
+                bin.attained_mean += f64::from(u8::from(ttft_ok && mean_ok));
+                bin.ttft_slow += f64::from(u8::from(!ttft_ok));
+                bin.tpot_slow += f64::from(u8::from(!mean_ok));
                 if let Some(t) = r.ttft_seconds {
                     bin.ttft.push((t, 1.0));
                 }
                 if let Some(t) = r.itl_seconds {
-                    bin.itl.push((t, 1.0));
+                    bin.tpot.push((t, 1.0));
                 }
             }
             ServedOutcome::Rejected => bin.rejected += 1.0,
             ServedOutcome::Unrouted | ServedOutcome::Lost => bin.never_served += 1.0,
         }
+    }
+
+    /// Gaps between output tokens the engines observed.
+    pub fn gaps(&mut self, gaps: GapLog) {
+        self.gaps.merge(gaps);
     }
 
     /// Fluid-engine service: `requests` served at `t` with mean latencies (`itl` `None` for a
@@ -238,16 +290,25 @@ impl Recorder {
         if requests <= 0.0 {
             return;
         }
-        let slo = self.slo;
+        let slo = self.grader.slo;
         self.finished += requests;
         let bin = self.bin(t);
         bin.requests += requests;
-        if ttft <= slo.ttft_seconds && itl.is_none_or(|i| i <= slo.itl_seconds) {
-            bin.attained += requests;
+        let ttft_ok = ttft <= slo.ttft_seconds;
+        let itl_ok = itl.is_none_or(|i| i <= slo.itl_seconds);
+        if ttft_ok && itl_ok {
+            bin.attained_p95 += requests;
+            bin.attained_mean += requests;
+        }
+        if !ttft_ok {
+            bin.ttft_slow += requests;
+        }
+        if !itl_ok {
+            bin.tpot_slow += requests;
         }
         bin.ttft.push((ttft, requests));
         if let Some(i) = itl {
-            bin.itl.push((i, requests));
+            bin.tpot.push((i, requests));
         }
     }
 
@@ -299,18 +360,30 @@ impl Recorder {
             bin.never_served += 1.0;
         }
         let width = self.bin_seconds;
+        let reading = self.grader.slo.itl_reading;
         let bins: Vec<Bin> = self
             .bins
             .iter()
             .enumerate()
-            .map(|(i, acc)| close(acc, i as f64 * width, width.min(end - i as f64 * width)))
+            .map(|(i, acc)| {
+                let start = i as f64 * width;
+                let minutes = self.minutes(start, width);
+                close(
+                    acc,
+                    start,
+                    width.min(end - start),
+                    self.gaps_of(Some(minutes)),
+                    reading,
+                )
+            })
             .collect();
         let mut all = Acc::default();
         for acc in &self.bins {
             all.requests += acc.requests;
-            all.attained += acc.attained;
+            all.attained_p95 += acc.attained_p95;
+            all.attained_mean += acc.attained_mean;
             all.ttft.extend_from_slice(&acc.ttft);
-            all.itl.extend_from_slice(&acc.itl);
+            all.tpot.extend_from_slice(&acc.tpot);
             all.gpu_seconds += acc.gpu_seconds;
             all.unadmitted_seconds += acc.unadmitted_seconds;
             all.above_budget_seconds += acc.above_budget_seconds;
@@ -319,15 +392,30 @@ impl Recorder {
             all.scale_actions += acc.scale_actions;
             all.flaps += acc.flaps;
         }
+        all.unattainable = self.grader.unattainable_count() as f64;
         if let Some(last) = self.bins.last() {
             all.replicas.clone_from(&last.replicas);
             all.ready.clone_from(&last.ready);
         }
-        let totals = close(&all, 0.0, end);
+        let means = Means {
+            ttft_seconds: weighted_mean(&all.ttft),
+            tpot_seconds: weighted_mean(&all.tpot),
+            output_tokens_per_second: (self.output_tokens > 0.0
+                && self.last_finish > self.first_arrival)
+                .then(|| self.output_tokens / (self.last_finish - self.first_arrival)),
+        };
+        let totals = close(&all, 0.0, end, self.gaps_of(None), reading);
         let hours = end / 3600.0;
-        let slo = self.slo;
-        let busy: Vec<&Acc> = self.bins.iter().filter(|b| b.requests > 0.0).collect();
-        let met = busy.iter().filter(|b| window_met(b, slo)).count();
+        let busy: Vec<(usize, &Acc)> = self
+            .bins
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.requests > 0.0)
+            .collect();
+        let met = busy
+            .iter()
+            .filter(|(i, b)| self.window_met(b, *i as f64 * width))
+            .count();
         let summary = Summary {
             window_attainment: (!busy.is_empty()).then(|| met as f64 / busy.len() as f64),
             scale_actions_per_hour: if hours > 0.0 {
@@ -347,37 +435,83 @@ impl Recorder {
             unrouted: self.unrouted,
             lost: self.lost,
             unfinished_at_end: unfinished.len() as f64,
+            means,
             totals,
+            timeline: std::mem::take(&mut self.timeline),
         };
         (summary, bins)
     }
+
+    /// The minutes of the gap log a bin of `width` seconds from `start` covers.
+    fn minutes(&self, start: f64, width: f64) -> std::ops::Range<u32> {
+        (start / 60.0) as u32..((start + width) / 60.0).ceil().max(1.0) as u32
+    }
+
+    /// The gaps' percentiles in `minutes` (all of them for `None`); `None` without gaps.
+    fn gaps_of(&self, minutes: Option<std::ops::Range<u32>>) -> Option<Percentiles> {
+        let at = |q| self.gaps.quantile(minutes.clone(), q);
+        at(0.5).map(|p50| Percentiles {
+            p50: Some(p50),
+            p95: at(0.95),
+            p99: at(0.99),
+        })
+    }
+
+    /// A bin's p95 TTFT and p95 ITL meet the SLO: at most 5 % of its requests are slower than
+    /// their TTFT objective, refused or never served, and at most 5 % of its gaps between
+    /// output tokens are over the ITL objective (read as the SLO says: every gap as the
+    /// histogram records it, or, for the mean reading and the fluid engine, the requests'
+    /// mean gaps).
+    fn window_met(&self, acc: &Acc, start: f64) -> bool {
+        let slo = self.grader.slo;
+        let missed = acc.never_served + acc.rejected;
+        let allowed = 0.05 * acc.requests + 1e-9;
+        if missed + acc.ttft_slow > allowed {
+            return false;
+        }
+        let minutes = self.minutes(start, self.bin_seconds);
+        let (gaps, over) = minutes.fold((0, 0), |(g, o), m| {
+            let (mg, mo) = self.gaps.over(m);
+            (g + mg, o + mo)
+        });
+        if slo.itl_reading == ItlReading::P95 && gaps > 0 {
+            return over as f64 <= 0.05 * gaps as f64 + 1e-9 && missed <= allowed;
+        }
+        missed + acc.tpot_slow <= allowed
+    }
 }
 
-/// A bin's p95 TTFT and p95 ITL meet the SLO: at most 5 % of its requests are slower than
-/// it, refused or never served.
-fn window_met(acc: &Acc, slo: Slo) -> bool {
-    let missed = acc.never_served + acc.rejected;
-    let slow = |samples: &[(f64, f64)], limit: f64| -> f64 {
-        samples
-            .iter()
-            .filter(|(v, _)| *v > limit)
-            .map(|(_, w)| w)
-            .sum()
+/// A request's own p95 gap (nearest rank) is within the objective: of its `gaps`, at most
+/// `gaps - ceil(0.95 gaps)` are over it. A request without gaps has none to miss.
+pub fn p95_within(gaps: u64, slow: u64) -> bool {
+    slow <= gaps - (95 * gaps).div_ceil(100)
+}
+
+fn close(
+    acc: &Acc,
+    start: f64,
+    seconds: f64,
+    gaps: Option<Percentiles>,
+    reading: ItlReading,
+) -> Bin {
+    let share = |n: f64| (acc.requests > 0.0).then(|| n / acc.requests);
+    let attained = match reading {
+        ItlReading::P95 => acc.attained_p95,
+        ItlReading::Mean => acc.attained_mean,
     };
-    let allowed = 0.05 * acc.requests + 1e-9;
-    missed + slow(&acc.ttft, slo.ttft_seconds) <= allowed
-        && missed + slow(&acc.itl, slo.itl_seconds) <= allowed
-}
-
-fn close(acc: &Acc, start: f64, seconds: f64) -> Bin {
+    let tpot = percentiles(&acc.tpot);
     Bin {
         start,
         seconds,
         requests: acc.requests,
-        attained: acc.attained,
-        attainment: (acc.requests > 0.0).then(|| acc.attained / acc.requests),
+        attained,
+        attainment: share(attained),
+        attainment_p95_itl: share(acc.attained_p95),
+        attainment_mean_itl: share(acc.attained_mean),
+        unattainable: acc.unattainable,
         ttft: percentiles(&acc.ttft),
-        itl: percentiles(&acc.itl),
+        itl: gaps.unwrap_or(tpot),
+        tpot,
         gpu_hours: acc.gpu_seconds / 3600.0,
         replicas: acc.replicas.clone(),
         ready: acc.ready.clone(),
@@ -420,6 +554,14 @@ fn percentiles(samples: &[(f64, f64)]) -> Percentiles {
     }
 }
 
+/// The mean of (value, weight) pairs (`None` without weight).
+fn weighted_mean(values: &[(f64, f64)]) -> Option<f64> {
+    let (sum, weight) = values
+        .iter()
+        .fold((0.0, 0.0), |(s, w), &(v, n)| (s + v * n, w + n));
+    (weight > 0.0).then(|| sum / weight)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,8 +578,29 @@ mod tests {
     }
 
     #[test]
+    fn a_requests_p95_gap_is_within_with_one_stall_in_twenty_and_not_with_two() {
+        // Nearest rank, by brute force over every length and count of stalls.
+        for gaps in 0..200_u64 {
+            for slow in 0..=gaps {
+                let mut sorted: Vec<f64> = (0..gaps)
+                    .map(|i| if i < gaps - slow { 0.01 } else { 1.0 })
+                    .collect();
+                sorted.sort_by(f64::total_cmp);
+                let p95 = (gaps > 0).then(|| sorted[(95 * gaps as usize).div_ceil(100) - 1]);
+                assert_eq!(
+                    p95_within(gaps, slow),
+                    p95.is_none_or(|p| p <= 0.05),
+                    "{slow} of {gaps}"
+                );
+            }
+        }
+        assert!(p95_within(20, 1));
+        assert!(!p95_within(20, 2));
+    }
+
+    #[test]
     fn a_reversal_inside_the_window_is_a_flap() {
-        let mut r = Recorder::new(Slo::default(), 60.0, 60.0, None);
+        let mut r = Recorder::new(Grader::new(Slo::default(), None, None), 60.0, 60.0, None);
         let v = |n: i32| BTreeMap::from([("server".to_string(), n)]);
         r.pass(10.0, &v(1), &v(3));
         r.pass(200.0, &v(3), &v(2));
@@ -452,7 +615,7 @@ mod tests {
 
     #[test]
     fn gpu_hours_split_over_bins() {
-        let mut r = Recorder::new(Slo::default(), 60.0, 60.0, None);
+        let mut r = Recorder::new(Grader::new(Slo::default(), None, None), 60.0, 60.0, None);
         let v = BTreeMap::from([("server".to_string(), 2)]);
         r.span(30.0, 90.0, 2, true, &v, &v);
         let (summary, bins) = r.finish(120.0, &[]);
@@ -464,13 +627,14 @@ mod tests {
 
     #[test]
     fn seconds_above_the_budget_count_only_gpus_beyond_it() {
-        let mut r = Recorder::new(Slo::default(), 60.0, 60.0, Some(4));
+        let mut r = Recorder::new(Grader::new(Slo::default(), None, None), 60.0, 60.0, Some(4));
         let v = BTreeMap::from([("server".to_string(), 4)]);
         r.span(0.0, 10.0, 4, false, &v, &v);
         r.span(10.0, 25.0, 5, false, &v, &v);
         let (summary, _) = r.finish(25.0, &[]);
         assert_eq!(summary.totals.above_budget_seconds, 15.0);
-        let mut unlimited = Recorder::new(Slo::default(), 60.0, 60.0, None);
+        let mut unlimited =
+            Recorder::new(Grader::new(Slo::default(), None, None), 60.0, 60.0, None);
         unlimited.span(0.0, 10.0, 50, false, &v, &v);
         assert_eq!(
             unlimited.finish(10.0, &[]).0.totals.above_budget_seconds,

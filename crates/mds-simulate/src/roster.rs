@@ -8,13 +8,13 @@ use mds_sim::load::Trace;
 
 use crate::SimError;
 use crate::oracle;
-use crate::peers::aibrix::{Aibrix, AibrixMetric, AibrixSwitches};
+use crate::peers::aibrix::{Aibrix, AibrixAlgorithm, AibrixConfig, AibrixMetric, AibrixSwitches};
 use crate::peers::dynamo::DynamoPlanner;
 use crate::peers::dynamo::predictor::Predictor;
 use crate::peers::hpa::Hpa;
 use crate::peers::knative::KnativeKpa;
 use crate::peers::static_peak::StaticPeak;
-use crate::peers::wva::Wva;
+use crate::peers::wva::{SaturationConfig, Wva};
 use crate::peers::{Peer, Targets};
 use crate::run::{self, BIN, RunOptions};
 
@@ -110,29 +110,68 @@ impl PeerName {
         PeerName::ALL.into_iter().find(|p| p.as_str() == text)
     }
 
-    /// The peer, configured from `targets` (static peak holds `statics`).
+    /// The peer's one sizing knob (BASELINES: the one its users tune).
+    pub fn knob(self) -> Knob {
+        match self {
+            PeerName::Hpa | PeerName::KnativeKpa | PeerName::AibrixKpaQueue => Knob::RequestTarget,
+            PeerName::AibrixKpa
+            | PeerName::AibrixKpaAsWritten
+            | PeerName::AibrixKpaHpaCooldown
+            | PeerName::AibrixApa
+            | PeerName::AibrixApaHpaCooldown => Knob::KvTarget,
+            PeerName::Wva | PeerName::WvaHpa => Knob::KvThreshold,
+            PeerName::Dynamo | PeerName::DynamoConsolidation => Knob::SlaTargets,
+            PeerName::StaticPeak => Knob::Capacity,
+        }
+    }
+
+    /// The peer configured from `targets` (static peak holds `statics`), its KV target or
+    /// threshold, or its SLA targets, at `factor` times its default; request targets and
+    /// capacities come scaled in `targets`.
     pub fn build(
         self,
         targets: &Targets,
         options: &RunOptions,
         statics: &BTreeMap<String, i32>,
+        factor: f64,
     ) -> Box<dyn Peer> {
         let kv = || AibrixMetric::KvUsage;
         let switches = |kpa_total: bool, hpa_like_cooldown: bool| AibrixSwitches {
             kpa_total,
             hpa_like_cooldown,
         };
+        let aibrix = AibrixConfig {
+            kv_usage_target: kv_target(factor),
+            ..AibrixConfig::default()
+        };
+        let kv_aibrix = |algorithm: AibrixAlgorithm, kpa_total: bool, hpa_like: bool| {
+            Box::new(Aibrix::with_config(
+                algorithm,
+                kv(),
+                switches(kpa_total, hpa_like),
+                aibrix.clone(),
+            ))
+        };
+        let saturation = SaturationConfig {
+            kv_cache_threshold: kv_threshold(factor),
+            ..SaturationConfig::default()
+        };
+        let sla = Targets {
+            ttft_seconds: targets.ttft_seconds * factor,
+            itl_seconds: targets.itl_seconds * factor,
+            ..targets.clone()
+        };
         match self {
             PeerName::Hpa => Box::new(Hpa::from_targets(targets)),
-            PeerName::Wva => Box::new(Wva::direct()),
-            PeerName::WvaHpa => Box::new(Wva::behind_hpa()),
+            PeerName::Wva => Box::new(Wva::direct().with_config(saturation)),
+            PeerName::WvaHpa => Box::new(Wva::behind_hpa().with_config(saturation)),
             PeerName::StaticPeak => Box::new(StaticPeak::new(statics.clone())),
             PeerName::KnativeKpa => Box::new(KnativeKpa::new(targets)),
-            PeerName::AibrixKpa => Box::new(Aibrix::kpa(kv(), switches(true, false))),
-            PeerName::AibrixKpaAsWritten => Box::new(Aibrix::kpa(kv(), switches(false, false))),
-            PeerName::AibrixKpaHpaCooldown => Box::new(Aibrix::kpa(kv(), switches(true, true))),
-            PeerName::AibrixApa => Box::new(Aibrix::apa(kv(), switches(true, false))),
-            PeerName::AibrixApaHpaCooldown => Box::new(Aibrix::apa(kv(), switches(true, true))),
+            PeerName::AibrixKpa => kv_aibrix(AibrixAlgorithm::Kpa, true, false),
+            PeerName::AibrixKpaAsWritten => kv_aibrix(AibrixAlgorithm::Kpa, false, false),
+            PeerName::AibrixKpaHpaCooldown => kv_aibrix(AibrixAlgorithm::Kpa, true, true),
+            PeerName::AibrixApa => kv_aibrix(AibrixAlgorithm::Apa, true, false),
+            PeerName::AibrixApaHpaCooldown => kv_aibrix(AibrixAlgorithm::Apa, true, true),
             PeerName::AibrixKpaQueue => Box::new(Aibrix::kpa(
                 AibrixMetric::queue_depth(targets),
                 switches(true, false),
@@ -140,7 +179,7 @@ impl PeerName {
             PeerName::Dynamo | PeerName::DynamoConsolidation => {
                 Box::new(DynamoPlanner::from_profile(
                     &options.profile,
-                    targets,
+                    &sla,
                     // Upstream's default predictor is ARIMA, which is not re-implemented
                     // (peers::dynamo::predictor); Kalman is its documented alternative.
                     Predictor::Kalman,
@@ -149,6 +188,45 @@ impl PeerName {
             }
         }
     }
+}
+
+/// A policy's one sizing knob, as users tune it; a larger factor on it uses fewer GPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Knob {
+    /// Tokens per second one replica serves (our token algorithms; static peak sizes from it).
+    Capacity,
+    /// Requests running plus waiting per replica (Proportional on QueueDepth, HPA, Knative,
+    /// AIBrix on queue depth).
+    RequestTarget,
+    /// AIBrix's per-replica KV-cache usage target (default 0.5).
+    KvTarget,
+    /// WVA's KV-cache saturation threshold (default 0.8).
+    KvThreshold,
+    /// The Dynamo-like planner's SLA targets (default: the SLO).
+    SlaTargets,
+}
+
+impl Knob {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Knob::Capacity => "capacity",
+            Knob::RequestTarget => "request target",
+            Knob::KvTarget => "KV target",
+            Knob::KvThreshold => "KV threshold",
+            Knob::SlaTargets => "SLA targets",
+        }
+    }
+}
+
+/// AIBrix's KV-usage target at `factor` times its default, within (0, 1].
+pub fn kv_target(factor: f64) -> f64 {
+    (0.5 * factor).clamp(0.01, 1.0)
+}
+
+/// WVA's KV saturation threshold at `factor` times its default, within (0, 1].
+pub fn kv_threshold(factor: f64) -> f64 {
+    (0.8 * factor).clamp(0.01, 1.0)
 }
 
 /// Static peak's counts: per role, the busiest minute's demand over the capacity, raised to
@@ -162,7 +240,15 @@ pub fn static_counts(
 ) -> Result<BTreeMap<String, i32>, SimError> {
     let policy = run::policy_of(scaler, target)?;
     let duration = run::run_seconds(trace, options);
-    let demands = run::role_demands(&policy, target, trace, targets, options, duration);
+    let demands = run::role_demands(
+        &policy,
+        target,
+        trace,
+        &targets.tokens_per_second,
+        options,
+        duration,
+        BIN,
+    );
     let roles: Vec<oracle::RoleDemand> = demands.iter().map(|(_, d)| d.clone()).collect();
     let joint = oracle::joint(&roles, &run::bands(&policy), None, BIN, 0.0);
     Ok(demands

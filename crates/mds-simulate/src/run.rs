@@ -12,12 +12,14 @@ use mds_sim::load::Trace;
 use mds_sim::{LoadProfile, RequestServing, RoleSettings, Router, WorldConfig};
 use serde::Serialize;
 
+use crate::capacity::{COUNTS, Curve, Curves, Knee};
 use crate::faults::{AppliedFault, FaultSpec};
 use crate::invariants::Violation;
-use crate::oracle::{self, Band, RoleDemand};
-use crate::peers::Peer;
+use crate::oracle::{self, Band, Goal, RoleDemand};
 use crate::report::{Bin, Slo, Summary};
-use crate::{PassRecord, Scenario, SimError, Simulation};
+use crate::slo::{Grader, IdleReplica};
+use crate::{PassRecord, ScaledBy, Scenario, SimError, Simulation};
+use mds_api::target::RoleKind;
 use mds_sim::profile::Profile;
 
 /// Which engine model serves.
@@ -44,6 +46,8 @@ impl EngineModel {
 pub struct RunOptions {
     pub engine: EngineModel,
     pub profile: Profile,
+    /// Why this profile: `--profile`, the target's model, or the default.
+    pub profile_why: String,
     /// Overrides the profile's mean cold start.
     pub cold_start: Option<SignedDuration>,
     pub seed: u64,
@@ -55,6 +59,11 @@ pub struct RunOptions {
     pub tail: SignedDuration,
     /// Faults on cue (module `faults`), for our scaler's runs.
     pub faults: Vec<FaultSpec>,
+    /// The SLO attainment the knee (and so the oracles) is sized for, 0..1.
+    pub goal: f64,
+    /// Threads for work that splits (the engine's curves); the output is the same whatever
+    /// the number.
+    pub jobs: usize,
 }
 
 impl RunOptions {
@@ -62,6 +71,7 @@ impl RunOptions {
         RunOptions {
             engine: EngineModel::Request,
             profile,
+            profile_why: "--profile".into(),
             cold_start: None,
             seed: 1,
             slo: Slo::default(),
@@ -69,10 +79,12 @@ impl RunOptions {
             quota: BTreeMap::new(),
             tail: SignedDuration::from_secs(120),
             faults: Vec::new(),
+            goal: 0.95,
+            jobs: 1,
         }
     }
 
-    fn cold_start(&self) -> SignedDuration {
+    pub fn cold_start(&self) -> SignedDuration {
         self.cold_start.unwrap_or(self.profile.cold_start)
     }
 }
@@ -84,6 +96,11 @@ pub struct Inputs {
     pub target: String,
     pub load: String,
     pub profile: String,
+    /// Why this profile was chosen.
+    pub profile_why: String,
+    /// The trace's requests the profile refuses, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusals: Option<crate::slo::Refusals>,
     pub engine: EngineModel,
     pub router: String,
     pub seed: u64,
@@ -94,15 +111,34 @@ pub struct Inputs {
     pub version: String,
 }
 
-/// What the demand alone allows (module `oracle`): GPU-hours of static peak provisioning, of
-/// Oracle A (no cold start) and of Oracle B (clairvoyant, paying for its cold starts), at the
-/// per-replica capacities of the scaler's targets (module `targets`), honouring the bounds,
-/// the ratio bands and the GPU quota.
+/// What the demand alone allows at an attainment goal (module `oracle`): GPU-hours of static
+/// peak provisioning at each role's knee, of Oracle A (the cheapest replicas per bin that
+/// reach the goal on the engine's curves, no cold start: nobody reaches it for less) and of
+/// Oracle B (the same, clairvoyant, paying for its cold starts), honouring the bounds, the
+/// ratio bands and the GPU quota.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Bounds {
+    /// The attainment the bounds reach, 0..1.
+    pub goal: f64,
+    /// Each role's knee at the goal (static peak's per-replica capacity).
+    pub knees: BTreeMap<String, Knee>,
     pub static_peak_gpu_hours: f64,
-    pub oracle_a_gpu_hours: f64,
-    pub oracle_b_gpu_hours: f64,
+    /// `None`: no replicas within the bounds, bands and quota reach the goal.
+    pub oracle_a_gpu_hours: Option<f64>,
+    pub oracle_b_gpu_hours: Option<f64>,
+}
+
+impl Bounds {
+    /// The oracles' GPU-hours in words, or why there are none.
+    pub fn oracles(&self) -> String {
+        match (self.oracle_a_gpu_hours, self.oracle_b_gpu_hours) {
+            (Some(a), Some(b)) => format!("Oracle A {a:.2} GPU-h, Oracle B {b:.2} GPU-h"),
+            _ => format!(
+                "no oracle: no replicas within maxReplicas, the bands and the quota reach {} %",
+                self.goal * 100.0
+            ),
+        }
+    }
 }
 
 /// Everything a run reports.
@@ -115,6 +151,9 @@ pub struct RunReport {
     pub bins: Vec<Bin>,
     pub passes: Vec<PassRecord>,
     pub violations: Vec<Violation>,
+    /// Provisioning, reaction, churn, band and forecast metrics (module `metrics`; `None`
+    /// until [`measure`] runs with the bounds).
+    pub metrics: Option<crate::metrics::Metrics>,
     /// The faults applied, with their windows and how often they struck (absent without).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<AppliedFault>,
@@ -132,18 +171,6 @@ pub fn start() -> Timestamp {
     Timestamp::from_second(1_767_225_600).expect("a valid instant")
 }
 
-/// Who scales the target in a run.
-pub enum Driver {
-    /// The operator's worker with the scaler.
-    Mds,
-    /// A peer within the scaler's bounds; the target starts at `initial` counts where given
-    /// (static peak starts at its peak).
-    Peer {
-        peer: Box<dyn Peer>,
-        initial: BTreeMap<String, i32>,
-    },
-}
-
 /// Runs `scaler` on `target` with `trace` offered (described as `load` in the report);
 /// `progress` hears the share of virtual time done, now and then.
 pub fn run(
@@ -154,17 +181,40 @@ pub fn run(
     options: &RunOptions,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunReport, SimError> {
-    run_with(scaler, target, trace, load, options, Driver::Mds, progress)
+    let curves = curves(&scaler, &target, &trace, options, options.jobs);
+    let duration = run_seconds(&trace, options);
+    let bounds = bounds(
+        &scaler,
+        &target,
+        &trace,
+        options,
+        duration,
+        &curves,
+        options.goal,
+    );
+    let mut report = run_with(
+        scaler.clone(),
+        target.clone(),
+        trace.clone(),
+        load,
+        options,
+        ScaledBy::Mds,
+        progress,
+    )?;
+    report.bounds = bounds;
+    measure(&mut report, &scaler, &target, &trace, options);
+    Ok(report)
 }
 
-/// [`run`] with `driver` scaling the target.
+/// [`run`] with `by` scaling the target, without the bounds (a comparison sizes them once
+/// for every run).
 pub fn run_with(
     scaler: ModelDeploymentScaler,
-    mut target: ModelDeployment,
+    target: ModelDeployment,
     trace: Arc<Trace>,
     load: &str,
     options: &RunOptions,
-    driver: Driver,
+    by: ScaledBy,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunReport, SimError> {
     let end_seconds = run_seconds(&trace, options);
@@ -186,22 +236,16 @@ pub fn run_with(
             "a cold start of {cold_start} s; it must be between 0 and one day"
         )));
     }
-    if let Driver::Peer { initial, .. } = &driver {
-        for role in &mut target.spec.roles {
-            if let Some(&n) = initial.get(&role.name) {
-                role.replicas = Some(n);
-            }
-        }
-    }
-    let bounds = bounds(&scaler, &target, &trace, options, end_seconds);
     let inputs = Inputs {
-        scaler: match &driver {
-            Driver::Mds => scaler.metadata.name.clone().unwrap_or_default(),
-            Driver::Peer { peer, .. } => peer.name(),
+        scaler: match &by {
+            ScaledBy::Mds => scaler.metadata.name.clone().unwrap_or_default(),
+            ScaledBy::Peer(peer) => peer.name(),
         },
         target: target.metadata.name.clone().unwrap_or_default(),
         load: load.to_string(),
         profile: options.profile.name.to_string(),
+        profile_why: options.profile_why.clone(),
+        refusals: crate::slo::Refusals::of(&trace, &options.profile),
         engine: options.engine,
         router: options.router.as_str().to_string(),
         seed: options.seed,
@@ -214,10 +258,7 @@ pub fn run_with(
     let start = start();
     let scenario = scenario(scaler, target, trace, options)?;
     let end = start + SignedDuration::from_secs_f64(end_seconds.max(1.0));
-    let mut sim = match driver {
-        Driver::Mds => Simulation::new(scenario)?,
-        Driver::Peer { peer, .. } => Simulation::with_peer(scenario, peer)?,
-    };
+    let mut sim = Simulation::scaled_by(scenario, by)?;
     sim.inject_faults(&options.faults, options.seed)?;
     let mut passes = Vec::new();
     let chunk = SignedDuration::from_secs(60);
@@ -235,7 +276,8 @@ pub fn run_with(
             ..inputs
         },
         summary,
-        bounds,
+        bounds: None,
+        metrics: None,
         bins,
         passes,
         violations,
@@ -281,6 +323,7 @@ pub fn scenario(
             RequestServing {
                 router: options.router,
                 kv_bytes_per_token: options.profile.kv_bytes_per_token,
+                itl_objective_seconds: options.slo.itl_seconds,
                 ..RequestServing::default()
             },
         )
@@ -300,35 +343,266 @@ pub fn scenario(
     })
 }
 
-/// The oracles' GPU-hours over `duration` seconds, from the scaler's per-replica targets.
-pub(crate) fn bounds(
+/// The grader of `trace` under `options`: each request's TTFT objective and whether any
+/// scale meets its SLO, on the profile's engine.
+pub fn grader(target: &ModelDeployment, trace: &Trace, options: &RunOptions) -> Grader {
+    let kinds: Vec<RoleKind> = target.spec.roles.iter().map(|r| r.kind()).collect();
+    let disaggregated = kinds.contains(&RoleKind::Prefill) && kinds.contains(&RoleKind::Decode);
+    let serving = RequestServing::default();
+    let idle = IdleReplica {
+        profile: options.profile.request,
+        handoff_seconds_per_token: disaggregated
+            .then(|| options.profile.kv_bytes_per_token / serving.link_bytes_per_second),
+    };
+    Grader::new(options.slo, Some(trace), Some(&idle))
+}
+
+/// The curves a run's roles need: per role kind that serves requests, each count of
+/// replicas in [`COUNTS`] up to the largest maximum of the roles of that kind.
+pub struct CurvePlan {
+    /// Roles by kind.
+    roles: BTreeMap<String, (RoleKind, Vec<String>)>,
+    /// (kind, replicas) to measure.
+    pub measure: Vec<(RoleKind, u32)>,
+}
+
+/// What [`curves`] measures for the scaler's roles.
+pub fn curve_plan(scaler: &ModelDeploymentScaler, target: &ModelDeployment) -> CurvePlan {
+    let mut roles: BTreeMap<String, (RoleKind, Vec<String>)> = BTreeMap::new();
+    let mut most: BTreeMap<String, i32> = BTreeMap::new();
+    if let Ok(policy) = policy_of(scaler, target) {
+        for role in &policy.roles {
+            let kind = role.kind.as_str().to_string();
+            roles
+                .entry(kind.clone())
+                .or_insert_with(|| (role.kind.clone(), Vec::new()))
+                .1
+                .push(role.name.clone());
+            let m = most.entry(kind).or_insert(1);
+            *m = (*m).max(role.max);
+        }
+    }
+    let measure = roles
+        .iter()
+        .flat_map(|(name, (kind, _))| {
+            let most = most.get(name).copied().unwrap_or(1).max(1) as u32;
+            let mut counts: Vec<u32> = COUNTS.iter().copied().filter(|&n| n <= most).collect();
+            // The largest count beyond the list's is measured too, so no count reads a
+            // curve of fewer replicas than it holds.
+            if counts.last().is_some_and(|&n| n < most) && most <= 2 * COUNTS[COUNTS.len() - 1] {
+                counts.push(most);
+            }
+            counts.into_iter().map(move |n| (kind.clone(), n))
+        })
+        .collect();
+    CurvePlan { roles, measure }
+}
+
+impl CurvePlan {
+    /// One measurement of the plan.
+    pub fn measure_one(
+        &self,
+        index: usize,
+        target: &ModelDeployment,
+        trace: &Trace,
+        options: &RunOptions,
+    ) -> Option<Curve> {
+        let (kind, replicas) = self.measure.get(index)?;
+        crate::capacity::curve(
+            trace,
+            kind,
+            &options.profile.request,
+            &grader(target, trace, options),
+            *replicas,
+            options.seed,
+        )
+    }
+
+    /// Each role's curves from the plan's measurements, in its order.
+    pub fn assemble(&self, measured: Vec<Option<Curve>>) -> BTreeMap<String, Curves> {
+        let mut by_kind: BTreeMap<String, Vec<Curve>> = BTreeMap::new();
+        for ((kind, _), curve) in self.measure.iter().zip(measured) {
+            if let Some(c) = curve {
+                by_kind
+                    .entry(kind.as_str().to_string())
+                    .or_default()
+                    .push(c);
+            }
+        }
+        self.roles
+            .iter()
+            .filter_map(|(kind, (_, names))| {
+                let curves = Curves {
+                    by_count: by_kind.get(kind)?.clone(),
+                };
+                Some(names.iter().map(move |n| (n.clone(), curves.clone())))
+            })
+            .flatten()
+            .collect()
+    }
+}
+
+/// Each role's attainment curves on `trace` (module `capacity`), for the roles the scaler
+/// bounds whose kind serves requests, measured `threads` at a time.
+pub fn curves(
+    scaler: &ModelDeploymentScaler,
+    target: &ModelDeployment,
+    trace: &Trace,
+    options: &RunOptions,
+    threads: usize,
+) -> BTreeMap<String, Curves> {
+    let plan = curve_plan(scaler, target);
+    let jobs: Vec<crate::jobs::Job<'_, Option<Curve>>> = (0..plan.measure.len())
+        .map(|i| {
+            let plan = &plan;
+            Box::new(move || plan.measure_one(i, target, trace, options)) as crate::jobs::Job<'_, _>
+        })
+        .collect();
+    let measured = crate::jobs::run(threads, jobs, &|_| {});
+    plan.assemble(measured)
+}
+
+/// Requests per bin of `bin` seconds that some scale serves within the SLO, over `duration`.
+fn attainable_per_bin(grader: &Grader, trace: &Trace, duration: f64, bin: f64) -> Vec<f64> {
+    let bins = (duration / bin).ceil().max(1.0) as usize;
+    let mut out = vec![0.0; bins];
+    for (id, r) in trace.requests.iter().enumerate() {
+        if !grader.unattainable(id as u64) {
+            out[((r.at_seconds / bin) as usize).min(bins - 1)] += 1.0;
+        }
+    }
+    out
+}
+
+/// The bounds at attainment `goal` over `duration` seconds: static peak at each role's knee,
+/// Oracle A and B the cheapest replicas per bin that reach the goal on the roles' curves.
+pub fn bounds(
     scaler: &ModelDeploymentScaler,
     target: &ModelDeployment,
     trace: &Trace,
     options: &RunOptions,
     duration: f64,
+    curves: &BTreeMap<String, Curves>,
+    goal: f64,
 ) -> Option<Bounds> {
     let policy = policy_of(scaler, target).ok()?;
-    let targets =
-        crate::targets::derive(&policy, target, trace, &options.profile, options.slo).ok()?;
-    let roles: Vec<RoleDemand> = role_demands(&policy, target, trace, &targets, options, duration)
-        .into_iter()
-        .map(|(_, d)| d)
+    if curves.is_empty() {
+        return None;
+    }
+    let knees: BTreeMap<String, Knee> = curves
+        .iter()
+        .filter_map(|(role, c)| Some((role.clone(), c.one()?.knee(goal)?)))
         .collect();
+    // Static peak at the knee; a role no load serves at the goal needs its maximum.
+    let capacities = curves
+        .keys()
+        .map(|role| {
+            let knee = knees.get(role).map_or(0.0, |k| k.tokens_per_second);
+            (role.clone(), knee)
+        })
+        .collect();
+    let demands = role_demands(&policy, target, trace, &capacities, options, duration, BIN);
+    let roles: Vec<RoleDemand> = demands.iter().map(|(_, d)| d.clone()).collect();
     let bands = bands(&policy);
     let budget = crate::peer_drive::gpu_budget(target, &options.quota);
-    let joint = oracle::joint(
+    let cold = options.cold_start().as_secs_f64();
+    let joint = oracle::joint(&roles, &bands, budget, BIN, cold);
+    // The oracles read demand over longer bins: queueing absorbs a burst shorter than one,
+    // which a steady load per bin cannot show.
+    let demands = role_demands(
+        &policy,
+        target,
+        trace,
+        &capacities,
+        options,
+        duration,
+        ORACLE_BIN,
+    );
+    let roles: Vec<RoleDemand> = demands.iter().map(|(_, d)| d.clone()).collect();
+    let role_curves: Vec<Option<&Curves>> =
+        demands.iter().map(|(role, _)| curves.get(role)).collect();
+    let grader = grader(target, trace, options);
+    let attainable = attainable_per_bin(&grader, trace, duration, ORACLE_BIN);
+    let oracles = oracle::oracles(
         &roles,
+        &role_curves,
         &bands,
         budget,
-        BIN,
-        options.cold_start().as_secs_f64(),
+        ORACLE_BIN,
+        cold,
+        Goal {
+            tier: goal,
+            attainable: &attainable,
+            total: trace.requests.len() as f64,
+        },
     );
+    // The last bin runs past the end of the run: its overhang is not paid.
+    let hours = |bounds: &[oracle::Bound], bin: f64| {
+        bounds
+            .iter()
+            .zip(&roles)
+            .map(|(b, role)| {
+                let overhang = (b.replicas.len() as f64 * bin - duration).max(0.0);
+                let last = b.replicas.last().copied().unwrap_or(0).max(0);
+                b.gpu_hours - f64::from(last as u32 * role.gpus_per_replica) * overhang / 3600.0
+            })
+            .sum::<f64>()
+    };
     Some(Bounds {
-        static_peak_gpu_hours: joint.static_peak.iter().map(|b| b.gpu_hours).sum(),
-        oracle_a_gpu_hours: joint.oracle_a.iter().map(|b| b.gpu_hours).sum(),
-        oracle_b_gpu_hours: joint.oracle_b.iter().map(|b| b.gpu_hours).sum(),
+        goal,
+        knees,
+        static_peak_gpu_hours: hours(&joint.static_peak, BIN),
+        oracle_a_gpu_hours: oracles.as_ref().map(|(a, _)| hours(a, ORACLE_BIN)),
+        oracle_b_gpu_hours: oracles.as_ref().map(|(_, b)| hours(b, ORACLE_BIN)),
     })
+}
+
+/// Fills in `report`'s metrics, each role's capacity its knee in `report.bounds`.
+pub fn measure(
+    report: &mut RunReport,
+    scaler: &ModelDeploymentScaler,
+    target: &ModelDeployment,
+    trace: &Trace,
+    options: &RunOptions,
+) {
+    let Ok(policy) = policy_of(scaler, target) else {
+        return;
+    };
+    let duration = report.inputs.duration_seconds.max(1.0);
+    let knees: BTreeMap<String, f64> = report
+        .bounds
+        .as_ref()
+        .map(|b| {
+            b.knees
+                .iter()
+                .map(|(r, k)| (r.clone(), k.tokens_per_second))
+                .collect()
+        })
+        .unwrap_or_default();
+    let demands = role_demands(&policy, target, trace, &knees, options, duration, BIN);
+    let order: Vec<String> = policy.roles.iter().map(|r| r.name.clone()).collect();
+    let bands = bands(&policy);
+    let input = crate::metrics::Input {
+        bin: BIN,
+        duration,
+        roles: demands
+            .iter()
+            .filter_map(|(role, d)| {
+                Some(crate::metrics::RoleInput {
+                    role,
+                    demand: &d.tokens_per_second,
+                    knee: *knees.get(role)?,
+                })
+            })
+            .collect(),
+        order: &order,
+        bands: &bands,
+    };
+    report.metrics = Some(crate::metrics::of(
+        &input,
+        &report.summary.timeline,
+        &report.passes,
+    ));
 }
 
 /// Simulated seconds of a run on `trace`.
@@ -336,18 +610,22 @@ pub fn run_seconds(trace: &Trace, options: &RunOptions) -> f64 {
     trace.duration_seconds() + options.tail.as_secs_f64()
 }
 
-/// Bins of the oracles and static peak, seconds.
+/// Bins of static peak (whose busiest minute is six of them), seconds.
 pub(crate) const BIN: f64 = 10.0;
 
-/// Each policy role's demand in bins of [`BIN`] over `duration` seconds, at the targets'
-/// per-replica capacity (no demand for a role without one).
+/// Bins of the oracles' demand, seconds.
+pub(crate) const ORACLE_BIN: f64 = 60.0;
+
+/// Each policy role's demand in bins of `bin` seconds over `duration` seconds, at the given
+/// per-replica capacities in tokens/s (no demand for a role without one).
 pub(crate) fn role_demands(
     policy: &mds_planner::Policy,
     target: &ModelDeployment,
     trace: &Trace,
-    targets: &crate::peers::Targets,
+    capacities: &BTreeMap<String, f64>,
     options: &RunOptions,
     duration: f64,
+    bin: f64,
 ) -> Vec<(String, RoleDemand)> {
     policy
         .roles
@@ -359,11 +637,11 @@ pub(crate) fn role_demands(
                 .iter()
                 .find(|r| r.name == role.name)
                 .map_or(1, |r| r.size().clamp(1, 64) as u32);
-            let capacity = targets.tokens_per_second.get(&role.name).copied();
+            let capacity = capacities.get(&role.name).copied();
             let demand = RoleDemand {
                 tokens_per_second: match capacity {
-                    Some(_) => oracle::demand(trace, &role.kind, BIN, duration),
-                    None => vec![0.0; (duration / BIN).ceil().max(1.0) as usize],
+                    Some(_) => oracle::demand(trace, &role.kind, bin, duration),
+                    None => vec![0.0; (duration / bin).ceil().max(1.0) as usize],
                 },
                 capacity: capacity.unwrap_or(1.0),
                 min: role.min,

@@ -145,8 +145,15 @@ fn label(algorithm: &Value, path: &[String]) -> String {
     }
 }
 
+/// The scaler's algorithm sets a per-replica target to scale.
+pub(crate) fn has_target(scaler: &ModelDeploymentScaler) -> bool {
+    serde_json::to_value(scaler)
+        .map(|doc| !target_fields(&doc["spec"]["algorithm"]).is_empty())
+        .unwrap_or(false)
+}
+
 /// The scaler with every target scaled by `factor`.
-fn scaled(
+pub(crate) fn scaled(
     scaler: &ModelDeploymentScaler,
     factor: f64,
 ) -> Result<(ModelDeploymentScaler, Vec<(String, f64)>), SimError> {
@@ -224,7 +231,7 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
             let (scaler, _) = scaled(case.scaler, t.factor)?;
             let algorithm = serde_json::to_value(&scaler.spec.algorithm)
                 .map_err(|e| SimError::Input(e.to_string()))?;
-            Some(fragment(&algorithm))
+            Some(crate::fragment::algorithm(&algorithm))
         }
         None => None,
     };
@@ -245,45 +252,4 @@ fn cheapest(trials: &[Trial], goal: f64) -> Option<&Trial> {
                 .total_cmp(&a.attainment.unwrap_or(0.0)),
         )
     })
-}
-
-/// `spec.algorithm` as YAML under `  algorithm:`, ready to paste into a scaler's spec.
-fn fragment(algorithm: &Value) -> String {
-    let mut out = String::from("  algorithm:\n");
-    yaml(&mut out, algorithm, 4);
-    out
-}
-
-fn yaml(out: &mut String, v: &Value, indent: usize) {
-    let pad = " ".repeat(indent);
-    match v {
-        Value::Object(map) => {
-            for (k, v) in map {
-                match v {
-                    Value::Object(_) => {
-                        out.push_str(&format!("{pad}{k}:\n"));
-                        yaml(out, v, indent + 2);
-                    }
-                    Value::Array(items) => {
-                        out.push_str(&format!("{pad}{k}:\n"));
-                        for item in items {
-                            let mut inner = String::new();
-                            yaml(&mut inner, item, indent + 4);
-                            let inner = inner.trim_start().to_string();
-                            out.push_str(&format!("{pad}  - {inner}"));
-                        }
-                    }
-                    _ => out.push_str(&format!("{pad}{k}: {}\n", scalar(v))),
-                }
-            }
-        }
-        _ => out.push_str(&format!("{pad}{}\n", scalar(v))),
-    }
-}
-
-fn scalar(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("\"{s}\""),
-        other => other.to_string(),
-    }
 }

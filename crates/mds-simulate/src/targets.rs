@@ -50,11 +50,7 @@ impl TraceMeans {
 
     /// Tokens per request a role of `kind` counts.
     pub fn tokens(&self, kind: &RoleKind) -> f64 {
-        match kind {
-            RoleKind::Prefill | RoleKind::Encode => self.missed_prompt,
-            RoleKind::Decode => self.output,
-            RoleKind::Server | RoleKind::Unknown(_) => self.missed_prompt + self.output,
-        }
+        crate::oracle::demand_of(kind, self.missed_prompt, self.output)
     }
 }
 

@@ -51,13 +51,14 @@ fn steady(from: u32, to: u32, rate: u32) -> Vec<TraceRequest> {
 }
 
 #[test]
-fn the_oracles_on_a_step_whose_optimum_is_known_by_hand() {
-    // 1000 tokens/s for 300 s, then 3000 tokens/s for 300 s, at 1000 tokens/s a replica; the
-    // run goes on 120 s after the last arrival (one replica, the minimum). Oracle A holds
-    // 1 × 300 + 3 × 300 + 1 × 120 = 1320 (in 10 s bins) replica-seconds; Oracle B also starts the two extra
-    // replicas one 60 s cold start ahead: 1440; static peak holds 3 for all 720 s: 2160.
+fn the_oracles_on_a_step_are_sized_from_the_engines_curve_and_pay_for_cold_starts() {
+    // 900-in, 100-out requests at 1 per second for 300 s, then 30 per second for 300 s; the run
+    // goes on 120 s after the last arrival. Oracle A holds the cheapest replicas per minute
+    // that reach 95 % on the replica's measured curve, so more in the busy half; Oracle B
+    // starts the extra ones a 60 s cold start ahead; static peak holds the busiest minute's
+    // replicas at the knee for all 720 s.
     let mut requests = steady(0, 300, 1);
-    requests.extend(steady(300, 600, 3));
+    requests.extend(steady(300, 600, 30));
     let trace = Arc::new(Trace { requests });
     let mut options = RunOptions::new(profile(DEFAULT_PROFILE).unwrap());
     options.cold_start = Some(jiff::SignedDuration::from_secs(60));
@@ -72,11 +73,24 @@ fn the_oracles_on_a_step_whose_optimum_is_known_by_hand() {
     .unwrap();
     let b = report.bounds.expect("a token scaler has bounds");
     let seconds = |hours: f64| (hours * 3600.0).round();
-    // The last arrival is at 599.67 s: 72 bins of 10 s.
-    assert!((report.inputs.duration_seconds - 719.67).abs() < 0.01);
-    assert_eq!(seconds(b.oracle_a_gpu_hours), 1320.0);
-    assert_eq!(seconds(b.oracle_b_gpu_hours), 1440.0);
-    assert_eq!(seconds(b.static_peak_gpu_hours), 2160.0);
+    // The last arrival is at 599.97 s.
+    assert!((report.inputs.duration_seconds - 719.97).abs() < 0.01);
+    let knee = b.knees["server"];
+    let (a, ob) = (b.oracle_a_gpu_hours.unwrap(), b.oracle_b_gpu_hours.unwrap());
+    // 1,000 tokens/s is under one replica's knee, 30,000 over it.
+    assert!(
+        (1000.0..30000.0).contains(&knee.tokens_per_second),
+        "{knee:?}"
+    );
+    let busy = (30000.0 / knee.tokens_per_second).ceil();
+    assert!(seconds(a) >= 300.0 + 120.0 + 300.0 * (busy - 1.0), "{a}");
+    assert!(seconds(a) <= 300.0 + 120.0 + 300.0 * busy, "{a}");
+    // B starts the busy half's extra replicas a cold start early.
+    assert!(
+        seconds(ob) > seconds(a) && seconds(ob) <= seconds(a) + 60.0 * busy,
+        "{ob} {a}"
+    );
+    assert_eq!(seconds(b.static_peak_gpu_hours), 720.0 * busy);
 }
 
 #[test]
@@ -93,7 +107,7 @@ fn every_policy_runs_on_the_same_world_and_threads_do_not_change_the_table() {
     let contenders: Vec<Contender> = compare::algorithms(&scaler, &target, &targets)
         .unwrap()
         .into_iter()
-        .chain(PeerName::ALL.into_iter().map(Contender::Peer))
+        .chain(PeerName::ALL.into_iter().map(Contender::peer))
         .collect();
     let case = compare::Case {
         scaler: &scaler,

@@ -62,6 +62,80 @@ fn pixels(png_path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
     (info.width, info.height, rgb)
 }
 
+/// The DOM after layout: the page's own record of what each plot drew; each of `ids` drew
+/// something visible.
+fn assert_drawn(browser: &Path, scratch: &Path, url: &str, ids: &[&str]) {
+    let dom = headless(browser, scratch)
+        .args(["--virtual-time-budget=2000", "--dump-dom", url])
+        .output()
+        .expect("chromium runs");
+    let dom = text(&dom.stdout);
+    let drawn = dom
+        .split("data-drawn=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("the page did not report what it drew:\n{dom:.2000}"));
+    let plots: Vec<&str> = drawn.split(';').filter(|p| !p.is_empty()).collect();
+    for id in ids {
+        let plot = plots
+            .iter()
+            .find(|p| p.starts_with(&format!("{id}:")))
+            .unwrap_or_else(|| panic!("plot {id} missing from {drawn}"));
+        // `id:elements:WIDTHxHEIGHT`, the union of the drawn series and dots in pixels (a
+        // constant series is a flat line: no height).
+        let fields: Vec<&str> = plot.split(':').collect();
+        let elements: u32 = fields.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let size: Vec<f64> = fields
+            .get(2)
+            .map(|v| v.split('x').map(|n| n.parse().unwrap_or(0.0)).collect())
+            .unwrap_or_default();
+        assert!(
+            elements > 0 && size.len() == 2 && (size[0] >= 8.0 || size[1] >= 8.0),
+            "plot {id} drew nothing visible: {plot}"
+        );
+    }
+}
+
+#[test]
+fn the_frontier_page_draws_each_policys_frontier() {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "!!! SKIPPED the_frontier_page_draws_each_policys_frontier: no Chromium \
+             (install Debian's chromium, or set MDS_CHROMIUM)"
+        );
+        return;
+    };
+    let scratch = Scratch::new("frontier-browser");
+    let page = scratch.0.join("frontier.html");
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--until",
+            "10m",
+            "--frontier",
+            "90,95",
+            "--frontier-grid",
+            "0.5..4:4",
+            "--compare",
+            "mds-tokenthroughput,hpa,static-peak",
+            "--report",
+            &page.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Reaching 95 %"), "the tiers' tables");
+    assert!(!html.contains("<script src"), "nothing is fetched");
+    assert_drawn(
+        &browser,
+        &scratch.0,
+        &format!("file://{}", page.display()),
+        &["frontier-0"],
+    );
+}
+
 #[test]
 fn the_report_renders_in_chromium_with_every_plot_drawn() {
     let Some(browser) = chromium() else {
@@ -93,36 +167,12 @@ fn the_report_renders_in_chromium_with_every_plot_drawn() {
     assert!(!html.contains("<link"), "nothing is fetched");
     let url = format!("file://{}", page.display());
 
-    // The DOM after layout: the page's own check of what each plot drew.
-    let dom = headless(&browser, &scratch.0)
-        .args(["--virtual-time-budget=2000", "--dump-dom", &url])
-        .output()
-        .expect("chromium runs");
-    let dom = text(&dom.stdout);
-    let drawn = dom
-        .split("data-drawn=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap_or_else(|| panic!("the page did not report what it drew:\n{dom:.2000}"));
-    let plots: Vec<&str> = drawn.split(';').filter(|p| !p.is_empty()).collect();
-    for id in ["demand", "replicas", "ttft", "itl", "policies"] {
-        let plot = plots
-            .iter()
-            .find(|p| p.starts_with(&format!("{id}:")))
-            .unwrap_or_else(|| panic!("plot {id} missing from {drawn}"));
-        // `id:elements:WIDTHxHEIGHT`, the union of the drawn series and dots in pixels (a
-        // constant series is a flat line: no height).
-        let fields: Vec<&str> = plot.split(':').collect();
-        let elements: u32 = fields.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
-        let size: Vec<f64> = fields
-            .get(2)
-            .map(|v| v.split('x').map(|n| n.parse().unwrap_or(0.0)).collect())
-            .unwrap_or_default();
-        assert!(
-            elements > 0 && size.len() == 2 && (size[0] >= 8.0 || size[1] >= 8.0),
-            "plot {id} drew nothing visible: {plot}"
-        );
-    }
+    assert_drawn(
+        &browser,
+        &scratch.0,
+        &url,
+        &["demand", "replicas", "ttft", "itl", "policies"],
+    );
 
     // The screenshot: not blank, and the plots' colours are on it.
     let shot = scratch.0.join("report.png");

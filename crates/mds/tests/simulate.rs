@@ -30,7 +30,8 @@ fn the_bundled_example_runs_and_reports() {
     );
     for line in [
         "mds simulate: scaler chat on azure-2023-conv, 0 s to 600 s",
-        "llama3-8b-h100-vllm, request engine, router least-outstanding",
+        "llama3-8b-h100-vllm (the target serves meta-llama/Meta-Llama-3-8B-Instruct on vLLM), request engine, router least-outstanding",
+        "means               TTFT",
         "SLO attainment",
         "TTFT p50/p95/p99",
         "GPU-hours",
@@ -76,27 +77,72 @@ fn the_json_report_holds_bins_passes_and_inputs_and_repeats_exactly() {
     assert!(text(&first.stdout).contains("min  requests  attain"));
 }
 
+/// `mds simulate` of `load` alone on the fluid engine.
+fn fluid_run(load: &str) -> Vec<&str> {
+    vec![
+        "simulate",
+        "--no-progress",
+        "--compare",
+        "none",
+        "--engine",
+        "fluid",
+        "--load",
+        load,
+    ]
+}
+
 #[test]
 fn the_fluid_engine_and_a_synthetic_load_run() {
-    let out = mds(
-        &[
-            "simulate",
-            "--no-progress",
-            "--compare",
-            "none",
-            "--engine",
-            "fluid",
-            "--load",
-            "step:from=2,to=12,at=300,duration=900",
-        ],
-        None,
-    );
+    let out = mds(&fluid_run("step:from=2,to=12,at=300,duration=900"), None);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("fluid engine"), "{stdout}");
     assert!(
         stdout.contains("step from 2 to 12 req/s at 300 s"),
         "{stdout}"
+    );
+    // The oracles come from request-level curves: the fluid run says they may not bound it.
+    assert!(
+        stdout.contains("sized on the request engine: the fluid engine grades step means"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_rate_curve_is_a_load_and_its_errors_name_the_line() {
+    let scratch = Scratch::new("simulate-curve");
+    let curve = scratch.file(
+        "curve.csv",
+        "t_start_s,total_rate_rps,mean_input_tokens_est,mean_output_tokens_est\n\
+         0,100,300,200\n600,0,0,0\n1200,200,300,200\n",
+    );
+    let spec = format!("curve:file={curve},scale=0.02");
+    let out = mds(&fluid_run(&spec), None);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(
+            "x0.02 over 0.5 h (3 windows, 1 zero-rate window filled from the one before)"
+        ),
+        "{stdout}"
+    );
+    let bad = scratch.file("bad.csv", "t_start_s,total_rate_rps\n0,1\n");
+    let spec = format!("curve:file={bad},scale=1");
+    let out = mds(&["simulate", "--no-progress", "--load", &spec], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("line 1: the header has no column mean_input_tokens_est"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = mds(
+        &["simulate", "--no-progress", "--load", "curve:scale=1"],
+        None,
+    );
+    assert!(
+        text(&out.stderr).contains("missing required key file"),
+        "{}",
+        text(&out.stderr)
     );
 }
 
@@ -127,6 +173,43 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
             "--slo-ttft \"0\": it must be positive",
         ),
         (
+            vec!["--slo-ttft", "500ms+100ms"],
+            "--slo-ttft \"500ms+100ms\": an allowance is TIME/1k",
+        ),
+        (
+            vec!["--slo-ttft", "500ms+x/1k"],
+            "--slo-ttft \"500ms+x/1k\": the allowance \"x\"",
+        ),
+        (
+            vec!["--slo-itl-mode", "median"],
+            "--slo-itl-mode \"median\": it must be p95 or mean",
+        ),
+        (
+            vec!["--slo-scale", "0"],
+            "--slo-scale \"0\": it must be a positive number",
+        ),
+        (
+            vec!["--frontier", "0"],
+            "--frontier \"0\": tier \"0\" must be a percentage above 0 and at most 100",
+        ),
+        (
+            vec!["--frontier", "95,101"],
+            "tier \"101\" must be a percentage above 0 and at most 100",
+        ),
+        (
+            vec!["--frontier", "--frontier-grid", "8..0.25"],
+            "--frontier-grid \"8..0.25\": a grid that brackets a tier needs MIN < MAX",
+        ),
+        (
+            vec!["--frontier", "--frontier-grid", "1..2:1"],
+            "a grid that brackets a tier needs MIN < MAX and 2 to 64 points",
+        ),
+        (vec!["--jobs", "0"], "--jobs \"0\": it must be at least 1"),
+        (
+            vec!["--goal", "0"],
+            "--goal \"0\": it must be a percentage above 0 and at most 100",
+        ),
+        (
             vec!["--rate=-1"],
             "--rate \"-1\": it must be a positive number",
         ),
@@ -146,6 +229,16 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
         );
         assert!(text(&out.stdout).is_empty());
     }
+    let out = mds(
+        &["simulate", "--frontier", "--compare", "kubectl-autoscale"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no policy \"kubectl-autoscale\""),
+        "{}",
+        text(&out.stderr)
+    );
     let out = mds(&["simulate", "--load", "step:from=1"], None);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -207,8 +300,46 @@ fn row<'a>(stdout: &'a str, policy: &str) -> Vec<&'a str> {
 }
 
 #[test]
-fn with_no_arguments_every_policy_is_compared_on_the_bundled_example() {
+fn with_no_arguments_the_frontier_of_the_bundled_example_is_drawn() {
     let out = mds(&["simulate", "--no-progress", "--until", "10m"], None);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "mds simulate --frontier 90 %, 95 %, 99 %: 12 policies on azure-2023-conv, 0 s to 600 s",
+        "  SLO: TTFT <= 500 ms and its p95 inter-token gap <= 50 ms, graded per request",
+        "  at 95 %: knee server ",
+        "  reaching 90 %",
+        "  reaching 95 %",
+        "  reaching 99 %",
+        "  verdict: ",
+    ] {
+        assert!(stdout.contains(line), "{line:?} missing:\n{stdout}");
+    }
+    // Every tier's block lists its policies cheapest first.
+    for block in stdout.split("  reaching ").skip(1) {
+        let costs: Vec<f64> = block
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.starts_with("  not reached") && !l.starts_with("  verdict"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .collect();
+        assert!(costs.windows(2).all(|w| w[0] <= w[1]), "{block}");
+    }
+}
+
+#[test]
+fn compare_all_runs_every_policy_at_one_setting() {
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--until",
+            "10m",
+            "--compare",
+            "all",
+        ],
+        None,
+    );
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(
@@ -228,9 +359,66 @@ fn with_no_arguments_every_policy_is_compared_on_the_bundled_example() {
             "{policy:?} missing:\n{stdout}"
         );
     }
-    assert!(stdout.contains("bounds: Oracle A"), "{stdout}");
+    assert!(stdout.contains("bounds at 95 %: Oracle A"), "{stdout}");
+    assert!(
+        stdout.contains("knee (what one replica serves): server "),
+        "{stdout}"
+    );
     // HPA's row is its own yardstick.
-    assert_eq!(row(&stdout, "hpa")[7], "1.00", "{stdout}");
+    assert_eq!(row(&stdout, "hpa")[8], "1.00", "{stdout}");
+}
+
+#[test]
+fn the_slo_is_graded_as_the_user_set_it_and_the_mean_reading_is_beside_it() {
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "simulate",
+            "--no-progress",
+            "--no-report",
+            "--until",
+            "10m",
+            "--compare",
+            "aibrix-kpa",
+        ];
+        a.extend_from_slice(extra);
+        let out = mds(&a, None);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    // One replica all along: prefill chunks stall the decode steps, so requests' own p95 gaps
+    // miss 50 ms far more often than their mean gaps do.
+    let p95 = run(&[]);
+    assert!(p95.contains("its p95 inter-token gap <= 50 ms"), "{p95}");
+    let cols = row(&p95, "aibrix-kpa");
+    let (strict, lenient) = (cols[1].to_string(), cols[2].to_string());
+    assert!(
+        strict.parse::<f64>().unwrap() + 20.0 < lenient.parse::<f64>().unwrap(),
+        "{p95}"
+    );
+    let mean = run(&["--slo-itl-mode", "mean"]);
+    assert!(mean.contains("its mean ITL <= 50 ms"), "{mean}");
+    let cols = row(&mean, "aibrix-kpa");
+    assert_eq!((cols[1], cols[2]), (lenient.as_str(), strict.as_str()));
+    // A TTFT objective that grows with the prompt, or scales the idle TTFT.
+    let grows = run(&["--slo-ttft", "200ms+100ms/1k"]);
+    assert!(
+        grows.contains("TTFT <= 200 ms + 100 ms per 1k prompt tokens"),
+        "{grows}"
+    );
+    let scaled = run(&["--slo-scale", "3"]);
+    assert!(
+        scaled.contains("TTFT <= 3x its idle-replica TTFT"),
+        "{scaled}"
+    );
+    // A TTFT objective shorter than long prompts' prefill leaves them unattainable at any
+    // scale, and says so.
+    let tight = run(&["--slo-ttft", "60ms"]);
+    let share = tight
+        .split("  SLO: ")
+        .nth(1)
+        .and_then(|l| l.split(" cannot meet").next())
+        .unwrap();
+    assert!(!share.ends_with("; 0 requests (0.0 %)"), "{tight}");
 }
 
 #[test]
@@ -293,7 +481,7 @@ fn the_disaggregated_example_under_an_auto_quota_never_exceeds_it() {
     assert!(stdout.contains("quota h100-pcie="), "{stdout}");
     assert!(stdout.contains("(80 % of "), "{stdout}");
     // G10: our scaler never holds more GPUs than the quota, transients included.
-    assert_eq!(row(&stdout, "mds")[10], "0s", "{stdout}");
+    assert_eq!(row(&stdout, "mds").last(), Some(&"0s"), "{stdout}");
 }
 
 #[test]
@@ -519,15 +707,133 @@ fn suggest_prints_a_fragment_and_the_knee_of_recorded_metrics_is_found() {
     let out = mds(&["simulate", "--suggest", "--metrics", &broken], None);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("line 2: not JSON"),
+        text(&out.stderr).contains("line 2: not a JSON object"),
         "{}",
         text(&out.stderr)
     );
     let out = mds(&["simulate", "--suggest", "--goal", "120"], None);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("--goal 120"),
+        text(&out.stderr).contains("--goal \"120\""),
         "{}",
         text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_frontier_prints_the_same_whatever_the_jobs() {
+    let run = |jobs: &str| {
+        let out = mds(
+            &[
+                "simulate",
+                "--no-progress",
+                "--no-report",
+                "--until",
+                "5m",
+                "--frontier",
+                "95",
+                "--frontier-grid",
+                "0.5..4:3",
+                "--compare",
+                "mds-tokenthroughput,hpa",
+                "--jobs",
+                jobs,
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let one = run("1");
+    assert!(one.contains("  reaching 95 %"), "{one}");
+    assert_eq!(one, run("3"));
+}
+
+#[test]
+fn the_profile_follows_the_targets_model_and_a_refused_request_says_why() {
+    let scratch = Scratch::new("simulate-profile");
+    let example = std::fs::read_to_string(common::repo().join("examples/simulate/chat.yaml"))
+        .unwrap()
+        .replace(
+            "meta-llama/Meta-Llama-3-8B-Instruct",
+            "meta-llama/Llama-3.1-8B-Instruct",
+        );
+    let first_line = |out: &std::process::Output| {
+        let stdout = text(&out.stdout);
+        stdout.lines().nth(1).unwrap_or_default().to_string()
+    };
+    // The example names Llama-3-8B on vLLM: the 8k profile, said why.
+    let out = mds(&args(&[]), None);
+    assert!(
+        first_line(&out).contains(
+            "llama3-8b-h100-vllm (the target serves meta-llama/Meta-Llama-3-8B-Instruct on vLLM)"
+        ),
+        "{}",
+        text(&out.stdout)
+    );
+    // Llama-3.1 on vLLM, then on SGLang.
+    let llama31 = scratch.file("llama31.yaml", &example);
+    let out = mds(&args(&["--scaler", &llama31]), None);
+    assert!(first_line(&out).contains(
+        "llama3.1-8b-h100-vllm (the target serves meta-llama/Llama-3.1-8B-Instruct on vLLM)"
+    ));
+    let sglang = scratch.file(
+        "sglang.yaml",
+        &example.replace("name: vLLM", "name: SGLang"),
+    );
+    let out = mds(&args(&["--scaler", &sglang]), None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(first_line(&out).contains(
+        "llama3.1-8b-h100-sglang (the target serves meta-llama/Llama-3.1-8B-Instruct on SGLang)"
+    ));
+    // --profile overrides, and says so.
+    let out = mds(
+        &args(&["--scaler", &sglang, "--profile", "llama3-8b-h100-vllm"]),
+        None,
+    );
+    assert!(first_line(&out).contains("llama3-8b-h100-vllm (--profile)"));
+    // Mooncake's long prompts on the 8k profile: counted, and the profile that takes them.
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--compare",
+            "none",
+            "--trace",
+            "bundled:mooncake-synthetic",
+            "--until",
+            "2m",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    let refused = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("refused"))
+        .unwrap_or_else(|| panic!("no refused line in:\n{stdout}"));
+    assert!(
+        refused.contains("over llama3-8b-h100-vllm's 8192-token context")
+            && refused.contains("--profile llama3.1-8b-h100-vllm takes"),
+        "{refused}"
+    );
+    // --suggest says why no factor helps.
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--suggest",
+            "--trace",
+            "bundled:mooncake-synthetic",
+            "--until",
+            "3m",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("refused: 294 requests (45.6 %)")
+            && stdout.contains("more than the goal leaves: --profile llama3.1-8b-h100-vllm"),
+        "{stdout}"
     );
 }

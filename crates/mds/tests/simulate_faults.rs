@@ -120,7 +120,8 @@ fn a_bad_fault_is_an_input_error_naming_the_flag_and_the_rule() {
         assert_eq!(out.status.code(), Some(2), "{spec}: {stderr}");
         assert!(stderr.contains(rule), "{spec}: {stderr}");
     }
-    // Faults meet our scaler alone: a comparison refuses them.
+    // Faults meet our scaler alone: a comparison (or a frontier) refuses them; without one
+    // the example runs alone with them.
     let out = mds(
         &[
             "simulate",
@@ -128,6 +129,22 @@ fn a_bad_fault_is_an_input_error_naming_the_flag_and_the_rule() {
             "--no-report",
             "--until",
             "1m",
+            "--fault",
+            "api-conflict",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("  faults              api-conflict"));
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--no-report",
+            "--until",
+            "1m",
+            "--compare",
+            "all",
             "--fault",
             "api-conflict",
         ],

@@ -19,6 +19,7 @@
 //!   engine decodes) over the KV pool, at most 1.
 
 mod batch;
+pub mod gaps;
 pub mod histogram;
 pub mod request;
 

@@ -14,12 +14,14 @@
 //! cut, sped up or thinned by the transforms ([`Trace::window`], [`Trace::time_scaled`],
 //! [`Trace::rate_multiplied`]), or generated from a rate [`Shape`] by [`Synthetic`].
 
+pub mod curve;
 pub mod synthetic;
 pub mod trace;
 mod transform;
 
 use thiserror::Error;
 
+pub use curve::RateCurve;
 pub use synthetic::{Shape, Synthetic, key_values, parse_seconds};
 pub use trace::{Trace, TraceError, TraceRequest};
 pub use transform::MAX_MULTIPLIED_REQUESTS;

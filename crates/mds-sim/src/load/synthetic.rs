@@ -511,13 +511,9 @@ impl Synthetic {
                 break;
             }
             if arrivals.unit() * max <= self.shape.rate_at(t) {
-                requests.push(TraceRequest {
-                    at_seconds: t,
-                    prompt_tokens: around(&mut prompts, self.prompt_tokens),
-                    output_tokens: around(&mut outputs, self.output_tokens),
-                    prefix_hit_tokens: 0,
-                    block_hashes: None,
-                });
+                let prompt = around(&mut prompts, self.prompt_tokens);
+                let output = around(&mut outputs, self.output_tokens);
+                requests.push(TraceRequest::plain(t, prompt, output));
             }
         }
         Trace { requests }
@@ -525,7 +521,7 @@ impl Synthetic {
 }
 
 /// A length uniform within ±50 % of `mean`, rounded, at least 1.
-fn around(rng: &mut Rng, mean: u32) -> u32 {
+pub(super) fn around(rng: &mut Rng, mean: u32) -> u32 {
     let x = f64::from(mean) * rng.uniform(0.5, 1.5);
     (x.round() as u32).max(1)
 }

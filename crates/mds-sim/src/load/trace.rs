@@ -33,6 +33,19 @@ pub struct TraceRequest {
     pub block_hashes: Option<Arc<[u64]>>,
 }
 
+impl TraceRequest {
+    /// A request with no prefix information (a synthetic one, or an Azure row).
+    pub fn plain(at_seconds: f64, prompt_tokens: u32, output_tokens: u32) -> TraceRequest {
+        TraceRequest {
+            at_seconds,
+            prompt_tokens,
+            output_tokens,
+            prefix_hit_tokens: 0,
+            block_hashes: None,
+        }
+    }
+}
+
 /// A trace row that could not be read, with its 1-based line number.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 #[error("line {line}: {message}")]
@@ -106,13 +119,11 @@ impl Trace {
             push_in_order(
                 &mut requests,
                 line,
-                TraceRequest {
+                TraceRequest::plain(
                     at_seconds,
-                    prompt_tokens: count("ContextTokens", context)?,
-                    output_tokens: count("GeneratedTokens", generated)?,
-                    prefix_hit_tokens: 0,
-                    block_hashes: None,
-                },
+                    count("ContextTokens", context)?,
+                    count("GeneratedTokens", generated)?,
+                ),
             )?;
         }
         Ok(Trace { requests })

@@ -361,6 +361,16 @@ impl World {
             .unwrap_or_default()
     }
 
+    /// The gaps between output tokens a deployment's engines observed since the last call, per
+    /// minute of the requests' axis.
+    pub fn take_gaps(&mut self, key: &DeploymentKey) -> crate::engine::gaps::GapLog {
+        self.deployments
+            .get_mut(key)
+            .and_then(|d| d.requests.as_mut())
+            .map(|r| r.take_gaps())
+            .unwrap_or_default()
+    }
+
     /// Arrival times (seconds on the requests' axis) of a deployment's requests offered and not
     /// yet ended, in id order.
     pub fn unfinished_arrivals(&self, key: &DeploymentKey) -> Vec<f64> {

@@ -21,6 +21,7 @@ use jiff::Timestamp;
 use mds_api::target::RoleKind;
 
 use super::deployment::{Deployment, RoleInstances};
+use crate::engine::gaps::GapLog;
 use crate::engine::request::{FinishedRequest, Outcome, RequestEngine};
 use crate::load::Trace;
 
@@ -67,6 +68,8 @@ pub struct RequestServing {
     pub kv_bytes_per_token: f64,
     /// The prefill-to-decode link.
     pub link_bytes_per_second: f64,
+    /// The ITL objective the engines count each request's gaps against.
+    pub itl_objective_seconds: f64,
 }
 
 impl Default for RequestServing {
@@ -76,6 +79,7 @@ impl Default for RequestServing {
             router: Router::default(),
             kv_bytes_per_token: 131_072.0,
             link_bytes_per_second: 50e9,
+            itl_objective_seconds: crate::engine::request::DEFAULT_ITL_OBJECTIVE_SECONDS,
         }
     }
 }
@@ -85,6 +89,7 @@ impl RequestServing {
         for (field, value) in [
             ("kv_bytes_per_token", self.kv_bytes_per_token),
             ("link_bytes_per_second", self.link_bytes_per_second),
+            ("itl_objective_seconds", self.itl_objective_seconds),
         ] {
             if !(value.is_finite() && value > 0.0) {
                 return Err(format!("{field} is {value}; it must be a positive number"));
@@ -137,6 +142,9 @@ pub struct ServedRequest {
     pub ttft_seconds: Option<f64>,
     /// Mean gap between output tokens after the first.
     pub itl_seconds: Option<f64>,
+    /// Gaps between its output tokens, and how many were over the ITL objective.
+    pub gaps: u64,
+    pub slow_gaps: u64,
     pub preemptions: u32,
 }
 
@@ -166,6 +174,8 @@ pub(crate) struct RequestLoad {
     in_flight: BTreeMap<u64, InFlight>,
     handoffs: Vec<Handoff>,
     served: Vec<ServedRequest>,
+    /// Gaps between output tokens the engines observed, not yet taken.
+    gaps: GapLog,
 }
 
 impl RequestLoad {
@@ -179,6 +189,7 @@ impl RequestLoad {
             in_flight: BTreeMap::new(),
             handoffs: Vec::new(),
             served: Vec::new(),
+            gaps: GapLog::default(),
         }
     }
 
@@ -189,6 +200,10 @@ impl RequestLoad {
 
     pub fn take_served(&mut self) -> Vec<ServedRequest> {
         std::mem::take(&mut self.served)
+    }
+
+    pub fn take_gaps(&mut self) -> GapLog {
+        self.gaps.take()
     }
 
     /// Requests offered and not yet ended, and requests not yet offered.
@@ -213,6 +228,8 @@ impl RequestLoad {
                 cached_tokens: 0,
                 ttft_seconds: None,
                 itl_seconds: None,
+                gaps: 0,
+                slow_gaps: 0,
                 preemptions: 0,
             });
         }
@@ -281,7 +298,10 @@ pub(crate) fn serve(dep: &mut Deployment, load: &mut RequestLoad, to: f64) {
                 hashes,
             )
         }) {
-            Some(engine) => engine.submit(id, r.at_seconds, prompt, stage_output, hashes),
+            Some(engine) => {
+                engine.itl_objective_seconds = load.serving.itl_objective_seconds;
+                engine.submit(id, r.at_seconds, prompt, stage_output, hashes);
+            }
             None => load.end(id, ServedOutcome::Unrouted, r.at_seconds),
         }
     }
@@ -319,7 +339,10 @@ pub(crate) fn serve(dep: &mut Deployment, load: &mut RequestLoad, to: f64) {
                 .get_mut(decode)
                 .and_then(|role| pick(role, h.at, load.serving.router, cursor, h.prompt, None))
             {
-                Some(engine) => engine.submit_prefilled(h.id, h.at, h.prompt, h.output),
+                Some(engine) => {
+                    engine.itl_objective_seconds = load.serving.itl_objective_seconds;
+                    engine.submit_prefilled(h.id, h.at, h.prompt, h.output);
+                }
                 None => unrouted.push((h.id, h.at)),
             }
         }
@@ -341,6 +364,7 @@ pub(crate) fn serve(dep: &mut Deployment, load: &mut RequestLoad, to: f64) {
                 for finished in engine.take_finished() {
                     record(load, &finished, None);
                 }
+                load.gaps.merge(engine.take_gaps());
                 if let Some(state) = instance.engine.as_mut() {
                     engine.write_page_state(state);
                 }
@@ -382,6 +406,8 @@ fn record(load: &mut RequestLoad, finished: &FinishedRequest, arrival: Option<f6
         cached_tokens: finished.cached_tokens,
         ttft_seconds: finished.ttft_seconds.map(|t| t + offset),
         itl_seconds: finished.tpot_seconds,
+        gaps: finished.gaps,
+        slow_gaps: finished.slow_gaps,
         preemptions: finished.preemptions,
     });
 }

@@ -8,15 +8,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use jiff::{SignedDuration, Timestamp};
 use mds_api::defaults::values;
-use mds_core::WriteKind as CoreWrite;
+use mds_worker::WriteError;
 use mds_worker::memory_cluster::{Fault, WriteKind};
-use mds_worker::schedule::{Schedule, offset};
-use mds_worker::{PassReport, Worker, WriteError};
+use mds_worker::schedule::offset;
 
 use super::pages::{Strike, counters, restarted};
 use super::{AppliedFault, FaultKind, FaultSpec};
 use crate::source::PagePod;
-use crate::{Controller, SimError, Simulation};
+use crate::{SimError, Simulation};
 
 /// How a failing-closed admission webhook that cannot be called answers (the API server's
 /// 500; the lab's `with_the_webhook_down_...` test reads the same text from a real one). The
@@ -200,7 +199,7 @@ impl Simulation {
             self.faults = Injector::default();
             return Ok(());
         }
-        if matches!(self.controller, Controller::Peer(_)) {
+        if !self.scaling.bound_by_spec() {
             return Err(SimError::Input(
                 "faults are injected into our scaler's runs only; a peer writes the target directly"
                     .into(),
@@ -433,7 +432,7 @@ impl Simulation {
 
     /// After a pass at `t`: the armed writes the pass tried are counted and disarmed; a
     /// rollback while the quota is frozen is counted.
-    pub(crate) fn fault_after_pass(&mut self, t: f64, report: &PassReport) {
+    pub(crate) fn fault_after_pass(&mut self, t: f64, rolled_back: bool) {
         for (i, kind, before) in std::mem::take(&mut self.faults.armed) {
             let tried = self.cluster.attempts(kind).saturating_sub(before) as u64;
             self.cluster.fail_every(kind, None);
@@ -443,7 +442,6 @@ impl Simulation {
                 *a.refused.entry(write_name(kind)).or_default() += tried;
             }
         }
-        let rolled_back = matches!(&report.write, Some((CoreWrite::Rollback, Ok(()))));
         for a in &self.faults.faults {
             if rolled_back && a.spec.kind == FaultKind::QuotaNeverAdmits && a.spec.holds(t) {
                 a.strike();
@@ -454,8 +452,8 @@ impl Simulation {
     /// Before the pass due at `now`: a restart or change of leader due by then replaces the
     /// worker. The old one stops at `at`; the new one has only what the cluster holds, takes
     /// over `gap` later and, as the controller's runtime does for every term, runs its first
-    /// pass at the scaler's offset into the interval. Returns that pass's moment.
-    pub(crate) fn fault_restart(&mut self, now: Timestamp) -> Option<Timestamp> {
+    /// pass at the scaler's offset into the interval. Whether it did.
+    pub(crate) fn fault_restart(&mut self, now: Timestamp) -> bool {
         let t = self.seconds(now);
         let i = self.faults.faults.iter().position(|a| {
             matches!(
@@ -463,7 +461,10 @@ impl Simulation {
                 FaultKind::OperatorRestart | FaultKind::LeaderChange
             ) && a.first_pass.is_none()
                 && a.spec.from <= t
-        })?;
+        });
+        let Some(i) = i else {
+            return false;
+        };
         let spec = &self.faults.faults[i].spec;
         let takeover = self.start + SignedDuration::from_secs_f64(spec.from + spec.gap.max(0.0));
         let scaler = self.scaler();
@@ -489,10 +490,9 @@ impl Simulation {
         if status.last_scale_down.is_some() {
             held.push("lastScaleDown");
         }
-        self.controller = Controller::Mds {
-            worker: Box::new(Worker::new(self.key.clone())),
-            schedule: Schedule::new(first),
-        };
+        if !self.scaling.restart(first) {
+            return false;
+        }
         let first_t = self.seconds(first);
         let a = &mut self.faults.faults[i];
         a.first_pass = Some(first_t);
@@ -502,6 +502,6 @@ impl Simulation {
             format!("status held {}", held.join(", "))
         });
         a.strike();
-        Some(first)
+        true
     }
 }

@@ -42,6 +42,8 @@ pub struct LineChart {
     pub log_y: bool,
     /// Shaded x ranges with a label (fault windows).
     pub bands: Vec<(f64, f64, String)>,
+    /// The axes' ranges, where not fitted to the data from zero: (x from, x to), (y from, y to).
+    pub window: Option<((f64, f64), (f64, f64))>,
 }
 
 /// Escapes text for HTML and SVG.
@@ -146,13 +148,17 @@ impl LineChart {
             .collect();
         let drawn = points.len();
         let x_max = points.iter().map(|p| p.0).fold(1.0, f64::max);
+        let (x_min, x_max) = self.window.map_or((0.0, x_max), |w| w.0);
         let floor = if self.log_y { 1e-3 } else { 0.0 };
         let mut y_max = points.iter().map(|p| p.1).fold(floor, f64::max);
         for (_, v) in &self.references {
             y_max = y_max.max(*v);
         }
         let y_max = if y_max <= floor { 1.0 } else { y_max * 1.08 };
-        let y_min = if self.log_y {
+        let y_max = self.window.map_or(y_max, |w| w.1.1);
+        let y_min = if let Some(w) = self.window {
+            w.1.0
+        } else if self.log_y {
             points
                 .iter()
                 .map(|p| p.1)
@@ -166,7 +172,8 @@ impl LineChart {
         };
         let plot_w = WIDTH - LEFT - RIGHT;
         let plot_h = HEIGHT - TOP - BOTTOM;
-        let sx = |x: f64| LEFT + x / x_max * plot_w;
+        let sx =
+            |x: f64| LEFT + ((x - x_min) / (x_max - x_min).max(1e-12)).clamp(0.0, 1.0) * plot_w;
         let sy = |y: f64| {
             let f = if self.log_y {
                 (y.max(y_min).ln() - y_min.ln()) / (y_max.ln() - y_min.ln())
@@ -204,7 +211,7 @@ impl LineChart {
             ticks(y_min, y_max, 5)
         };
         let y_ticks: Vec<(f64, f64)> = y_ticks.iter().map(|t| (sy(*t), *t)).collect();
-        let x_ticks: Vec<(f64, f64)> = ticks(0.0, x_max, 8)
+        let x_ticks: Vec<(f64, f64)> = ticks(x_min, x_max, 8)
             .into_iter()
             .map(|t| (sx(t), t))
             .collect();

@@ -152,6 +152,20 @@ pub struct Targets {
     pub itl_seconds: f64,
 }
 
+impl Targets {
+    /// Every per-replica target `factor` times as large (the latency objectives are not
+    /// targets: they stay).
+    pub fn scaled(&self, factor: f64) -> Targets {
+        let scale =
+            |m: &BTreeMap<String, f64>| m.iter().map(|(k, v)| (k.clone(), v * factor)).collect();
+        Targets {
+            queue_depth: scale(&self.queue_depth),
+            tokens_per_second: scale(&self.tokens_per_second),
+            ..self.clone()
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod testing {
     //! Views for the peers' table tests.

@@ -10,6 +10,8 @@ pub mod service;
 pub mod simulate;
 mod simulate_compare;
 mod simulate_faults;
+mod simulate_frontier;
+mod simulate_io;
 mod simulate_suggest;
 pub mod validate;
 pub mod webhook;

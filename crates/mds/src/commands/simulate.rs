@@ -3,21 +3,22 @@
 //! simulated GPUStack target, Kueue and engines (docs/simulator.md).
 
 use std::fmt::Write as _;
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
 
 use jiff::SignedDuration;
+use mds_api::target::ModelDeployment;
 use mds_sim::Router;
 use mds_sim::load::{Synthetic, Trace, parse_seconds};
 use mds_simulate::profile::{DEFAULT_PROFILE, profile, profiles};
-use mds_simulate::report::{Percentiles, Slo};
-use mds_simulate::run::{EngineModel, RunOptions, RunReport, run};
+use mds_simulate::run::{EngineModel, RunOptions, run};
+use mds_simulate::slo::{ItlReading, Slo};
 
 use super::inputs::{Admitted, Stop, UNUSABLE, admitted, documents, unusable};
 use super::simulate_compare as compare;
+use super::simulate_io::{Progress, report_path, write_json, write_page};
 use crate::manifest::parse_documents;
 
 /// The example run with no arguments: a TokenThroughput scaler and its target.
@@ -64,7 +65,9 @@ pub struct Args {
     /// step:from=2,to=8,at=600, ramp:from=1,to=10,start=300,duration=1200,
     /// sinusoid:mean=4,amplitude=3,period=1800, flash-crowd:base=2,peak=20,at=900,rise=30,
     /// hold=300,decay=120, on-off:rate=6,on=300,off=600; common keys duration (3600 s),
-    /// prompt (1024) and output (256) tokens.
+    /// prompt (1024) and output (256) tokens. Or a rate curve from a CSV of windows,
+    /// curve:file=FILE,scale=F (seeded Poisson arrivals at F times each window's rate, lengths
+    /// around its means; zero-rate windows are gaps, filled from the window before).
     #[arg(long, value_name = "SPEC")]
     pub load: Option<String>,
     /// Keep the trace's requests from this time on (seconds, or 90s, 15m, 1h).
@@ -91,6 +94,22 @@ pub struct Args {
     /// scaler alone. Default: `all` when no --scaler is given, else `none`.
     #[arg(long, value_name = "POLICIES", num_args = 0..=1, default_missing_value = "peers")]
     pub compare: Option<String>,
+    /// Every policy at its best: sweep each selected policy's one sizing knob (our capacity,
+    /// a request target, a KV-usage target or threshold, the SLA targets) and print, per
+    /// attainment tier (percent, default 90,95,99), the cheapest GPU-hours that reaches it,
+    /// against Oracle B sized from the engine's knee at the tier. Policies: --compare (all,
+    /// peers or names); without it, our three algorithms, the --suggest row and one of each
+    /// peer.
+    #[arg(long, value_name = "TIERS", num_args = 0..=1, default_missing_value = "90,95,99", conflicts_with = "suggest")]
+    pub frontier: Option<String>,
+    /// The factors --frontier tries first on every knob, MIN..MAX[:POINTS], geometric
+    /// (default 0.25..8:6, doubling); each tier's bracket is then halved three times.
+    #[arg(long, value_name = "MIN..MAX[:POINTS]", requires = "frontier")]
+    pub frontier_grid: Option<String>,
+    /// Runs side by side (default: the machine's cores); the output is the same whatever
+    /// the number.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
     /// Search the scaler's per-replica targets (token capacities, or Proportional's request
     /// targets) for the cheapest setting whose SLO attainment meets --goal, and print it as a
     /// fragment to paste into the scaler.
@@ -101,12 +120,14 @@ pub struct Args {
     /// target from the load at which its latency left the SLO.
     #[arg(long, value_name = "FILE", requires = "suggest")]
     pub metrics: Option<PathBuf>,
-    /// The SLO attainment --suggest must meet, in percent.
+    /// The SLO attainment, in percent, that --suggest must meet and that the knee (what one
+    /// replica serves, which sizes the oracles) is found at.
     #[arg(long, value_name = "PERCENT", default_value_t = 95.0)]
     pub goal: f64,
-    /// The engine profile (model, GPU, engine version); `--profile list` lists them.
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_PROFILE)]
-    pub profile: String,
+    /// The engine profile (model, GPU, engine version); `--profile list` lists them. Default:
+    /// the profile of the target's `spec.model` on its engine, else llama3-8b-h100-vllm.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
     /// The engine model: request (request by request, as vLLM schedules) or fluid (fluid
     /// queues, for long traces).
     #[arg(long, value_name = "MODEL", default_value = "request")]
@@ -119,12 +140,22 @@ pub struct Args {
     /// seed give the same output, byte for byte.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// The TTFT objective (default 500ms).
-    #[arg(long, value_name = "TIME", default_value = "500ms")]
+    /// The TTFT objective: a time, or a time plus an allowance per 1,000 prompt tokens for
+    /// long-prompt traces (500ms+100ms/1k).
+    #[arg(long, value_name = "TIME[+TIME/1k]", default_value = "500ms")]
     pub slo_ttft: String,
-    /// The mean inter-token latency objective (default 50ms).
+    /// The TTFT objective as K times each request's TTFT on an idle replica of the profile
+    /// (DistServe's "SLO scale"), instead of --slo-ttft.
+    #[arg(long, value_name = "K")]
+    pub slo_scale: Option<f64>,
+    /// The inter-token latency objective.
     #[arg(long, value_name = "TIME", default_value = "50ms")]
     pub slo_itl: String,
+    /// How a request's inter-token latency is read against --slo-itl: p95 (its own p95 gap
+    /// between output tokens, as the engine's histogram and the scaler's guard read it) or
+    /// mean (its mean gap, the lenient reading that hides stalls).
+    #[arg(long, value_name = "p95|mean", default_value = "p95")]
+    pub slo_itl_mode: String,
     /// GPU quota of an instance type, `TYPE=GPUS` (repeatable; default unlimited), or `auto`:
     /// each instance type at 80 % of the GPUs static peak would hold.
     #[arg(long, value_name = "TYPE=GPUS")]
@@ -196,6 +227,9 @@ fn factor_flag(flag: &str, value: f64) -> Result<f64, Stop> {
 /// The trace to offer and its description.
 fn load(args: &Args) -> Result<(Trace, String), Stop> {
     if let Some(spec) = &args.load {
+        if let Some(rest) = spec.trim().strip_prefix("curve:") {
+            return rate_curve(rest, args.seed);
+        }
         let synthetic = Synthetic::parse(spec).map_err(|e| unusable(format!("--load: {e}")))?;
         return Ok((synthetic.generate(args.seed), synthetic.describe()));
     }
@@ -239,6 +273,31 @@ fn load(args: &Args) -> Result<(Trace, String), Stop> {
     Ok((trace, name))
 }
 
+/// `--load curve:file=FILE,scale=F`.
+fn rate_curve(rest: &str, seed: u64) -> Result<(Trace, String), Stop> {
+    let given = mds_sim::load::key_values("curve", rest, &["file", "scale"])
+        .map_err(|e| unusable(format!("--load: {e}")))?;
+    let find = |key: &str| given.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+    let Some(file) = find("file") else {
+        return Err(unusable(
+            "--load: curve: missing required key file; curve needs file and scale",
+        ));
+    };
+    let scale = match find("scale").map(str::parse::<f64>) {
+        Some(Ok(f)) => f,
+        Some(Err(_)) | None => {
+            return Err(unusable(
+                "--load: curve: scale must be a positive number (the share of the curve's rate one deployment gets)",
+            ));
+        }
+    };
+    let text = super::read_text(std::path::Path::new(file), super::MAX_INPUT_BYTES)
+        .map_err(|e| unusable(format!("{file}: cannot read: {e}")))?;
+    let curve = mds_sim::load::RateCurve::parse_csv(&text, scale)
+        .map_err(|e| unusable(format!("{file}: {e}")))?;
+    Ok((curve.generate(seed), curve.describe(file)))
+}
+
 /// The trace after --from/--until, --time-scale and --rate, and its description.
 fn shaped(args: &Args, trace: Trace, mut name: String) -> Result<(Trace, String), Stop> {
     let mut trace = trace;
@@ -277,7 +336,8 @@ fn shaped(args: &Args, trace: Trace, mut name: String) -> Result<(Trace, String)
 }
 
 fn options(args: &Args) -> Result<RunOptions, Stop> {
-    let profile = profile(&args.profile).map_err(|e| bad_flag("profile", &args.profile, &e))?;
+    let name = args.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
+    let profile = profile(name).map_err(|e| bad_flag("profile", name, &e))?;
     let mut options = RunOptions::new(profile);
     options.engine = match args.engine.as_str() {
         "request" => EngineModel::Request,
@@ -295,19 +355,29 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
     if let [one] = cold_starts(args)?.as_slice() {
         options.cold_start = *one;
     }
-    let ttft = seconds_flag("slo-ttft", &args.slo_ttft)?;
+    let (ttft, allowance) = Slo::parse_ttft(&args.slo_ttft)
+        .map_err(|rule| bad_flag("slo-ttft", &args.slo_ttft, &rule))?;
     let itl = seconds_flag("slo-itl", &args.slo_itl)?;
-    for (flag, value, v) in [
-        ("slo-ttft", &args.slo_ttft, ttft),
-        ("slo-itl", &args.slo_itl, itl),
-    ] {
-        if v <= 0.0 {
-            return Err(bad_flag(flag, value, "it must be positive"));
-        }
+    if itl <= 0.0 {
+        return Err(bad_flag("slo-itl", &args.slo_itl, "it must be positive"));
     }
+    if let Some(k) = args.slo_scale
+        && !(k.is_finite() && k > 0.0)
+    {
+        return Err(bad_flag(
+            "slo-scale",
+            &k.to_string(),
+            "it must be a positive number",
+        ));
+    }
+    let itl_reading = ItlReading::parse(&args.slo_itl_mode)
+        .ok_or_else(|| bad_flag("slo-itl-mode", &args.slo_itl_mode, "it must be p95 or mean"))?;
     options.slo = Slo {
         ttft_seconds: ttft,
+        ttft_per_1k_prompt_seconds: allowance,
+        ttft_scale: args.slo_scale,
         itl_seconds: itl,
+        itl_reading,
     };
     for q in args.quota.iter().filter(|q| *q != "auto") {
         let parsed = q
@@ -324,44 +394,25 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
         options.quota.insert(instance_type.to_string(), Some(gpus));
     }
     options.faults = super::simulate_faults::parse(&args.fault)?;
+    if !(args.goal.is_finite() && args.goal > 0.0 && args.goal <= 100.0) {
+        return Err(bad_flag(
+            "goal",
+            &args.goal.to_string(),
+            "it must be a percentage above 0 and at most 100",
+        ));
+    }
+    options.goal = args.goal / 100.0;
+    options.jobs = jobs(args)?;
     Ok(options)
 }
 
-/// Where the HTML report goes (`None`: --no-report).
-pub(super) fn report_path(args: &Args) -> Result<Option<PathBuf>, Stop> {
-    if args.no_report {
-        return Ok(None);
+/// `--jobs`, or the machine's cores.
+fn jobs(args: &Args) -> Result<usize, Stop> {
+    match args.jobs {
+        Some(0) => Err(bad_flag("jobs", "0", "it must be at least 1")),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
     }
-    if let Some(path) = &args.report {
-        return Ok(Some(path.clone()));
-    }
-    if let Some(json) = &args.json {
-        return Ok(Some(json.with_extension("html")));
-    }
-    let dir = std::env::temp_dir().join("mds-simulate");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| unusable(format!("{}: cannot create: {e}", dir.display())))?;
-    Ok(Some(dir.join("report.html")))
-}
-
-/// Writes the HTML report of `comparisons`.
-pub(super) fn write_page(
-    path: &std::path::Path,
-    load: &str,
-    requests: usize,
-    quota: &str,
-    comparisons: &[mds_simulate::compare::Comparison],
-    featured: Option<&str>,
-) -> Result<(), Stop> {
-    let page = mds_simulate::html::page(&mds_simulate::html::Page {
-        load,
-        requests,
-        quota,
-        comparisons,
-        featured,
-    });
-    std::fs::write(path, page)
-        .map_err(|e| unusable(format!("{}: cannot write the report: {e}", path.display())))
 }
 
 /// `--cold-start`: one value, or a comma list to sweep (`[None]` without the flag).
@@ -397,7 +448,7 @@ fn list_profiles() -> String {
 }
 
 fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
-    if args.profile == "list" {
+    if args.profile.as_deref() == Some("list") {
         return Ok((list_profiles(), 0));
     }
     let mut options = options(args)?;
@@ -425,12 +476,22 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         "simulated",
         notes,
     )?;
-    let target = serde_json::from_value(target)
+    let model = target
+        .pointer("/spec/model/name")
+        .and_then(|m| m.as_str())
+        .map(str::to_string);
+    let target: ModelDeployment = serde_json::from_value(target)
         .map_err(|e| unusable(format!("the target cannot be read: {e}")))?;
+    if args.profile.is_none() {
+        let chosen = mds_sim::profile::for_target(model.as_deref(), target.spec.engine.as_ref());
+        options.profile = chosen.profile;
+        options.profile_why = chosen.why;
+    }
     let (trace, name) = load(args)?;
     let (trace, name) = shaped(args, trace, name)?;
     let quota_note = if args.quota.iter().any(|q| q == "auto") {
-        compare::auto_quota(&scaler, &target, &trace, &mut options)?
+        mds_simulate::compare::auto_quota(&scaler, &target, &trace, &mut options)
+            .map_err(|e| unusable(format!("--quota auto: {e}")))?
     } else {
         options
             .quota
@@ -453,10 +514,43 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         };
         return super::simulate_suggest::run(&case, args.goal);
     }
+    // Without a scaler of one's own, or a comparison or a suggestion asked for, the first
+    // screen is the frontier of the bundled example.
+    let frontier = match &args.frontier {
+        Some(tiers) => Some(tiers.clone()),
+        None if args.scaler.is_none() && args.compare.is_none() && args.fault.is_empty() => {
+            Some(super::simulate_frontier::DEFAULT_TIERS.to_string())
+        }
+        None => None,
+    };
+    if let Some(tiers) = &frontier {
+        super::simulate_faults::alone(&options, true)?;
+        let page = report_path(args.no_report, args.report.as_deref(), args.json.as_deref())?;
+        let request = super::simulate_frontier::Request {
+            tiers: super::simulate_frontier::tiers(tiers)?,
+            grid: super::simulate_frontier::grid(args.frontier_grid.as_deref())?,
+            policies: super::simulate_frontier::policies(args.compare.as_deref())?,
+            jobs: jobs(args)?,
+            cold_starts: &cold_starts,
+            quota: &quota_note,
+            json: args.json.as_deref(),
+            page: page.as_deref(),
+            progress: !args.no_progress && std::io::stderr().is_terminal(),
+        };
+        let (out, violations) =
+            super::simulate_frontier::run(&scaler, &target, trace, &name, &options, &request)?;
+        if violations > 0 {
+            notes.push_str(&super::error_line(&format!(
+                "{violations} invariant violation(s) by our scaler's trials (they reach no tier): run one with --compare none to list them"
+            )));
+            return Ok((out, VIOLATED));
+        }
+        return Ok((out, 0));
+    }
     let selection = match args.compare.as_deref() {
         Some("none") => None,
         Some(value) => Some(value),
-        None if args.scaler.is_none() => Some("all"),
+        None if args.scaler.is_none() && !args.fault.is_empty() => None,
         None if cold_starts.len() > 1 => Some("mds"),
         None => None,
     };
@@ -476,7 +570,7 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
             &contenders,
             &quota_note,
             args.json.as_deref(),
-            report_path(args)?.as_deref(),
+            report_path(args.no_report, args.report.as_deref(), args.json.as_deref())?.as_deref(),
             !args.no_progress && std::io::stderr().is_terminal(),
         )?;
         if violations > 0 {
@@ -504,19 +598,16 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
     })?;
     bar.clear();
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| unusable(format!("cannot write the report as JSON: {e}")))?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| unusable(format!("{}: cannot write: {e}", path.display())))?;
+        write_json(path, "the report", &report)?;
     }
-    let mut out = summary(&report, requests);
+    let mut out = mds_simulate::text::summary(&report, requests);
     if args.minutes {
-        minutes(&mut out, &report);
+        out.push_str(&mds_simulate::text::minutes(&report));
     }
     if let Some(path) = &args.json {
         let _ = writeln!(out, "json: {}", path.display());
     }
-    if let Some(path) = report_path(args)? {
+    if let Some(path) = report_path(args.no_report, args.report.as_deref(), args.json.as_deref())? {
         let case = mds_simulate::compare::Case {
             scaler: &scaler,
             target: &target,
@@ -541,202 +632,4 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         lines.trim_end()
     )));
     Ok((out, VIOLATED))
-}
-
-fn ms(seconds: Option<f64>) -> String {
-    seconds.map_or("-".into(), |s| format!("{:.0}", s * 1000.0))
-}
-
-fn percentiles(p: &Percentiles) -> String {
-    format!("{} / {} / {} ms", ms(p.p50), ms(p.p95), ms(p.p99))
-}
-
-fn summary(report: &RunReport, requests: usize) -> String {
-    let i = &report.inputs;
-    let s = &report.summary;
-    let t = &s.totals;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "mds simulate: scaler {} on {} ({requests} requests, {:.1} min)",
-        i.scaler,
-        i.load,
-        i.duration_seconds / 60.0
-    );
-    let _ = writeln!(
-        out,
-        "  world: {}, {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}",
-        i.profile,
-        i.engine.as_str(),
-        i.router,
-        i.cold_start_seconds,
-        i.cold_start_spread * 100.0,
-        i.seed
-    );
-    let row = |out: &mut String, label: &str, value: String| {
-        let _ = writeln!(out, "  {label:<20}{value}");
-    };
-    row(
-        &mut out,
-        "requests",
-        format!(
-            "{:.0} (finished {:.0}, rejected {:.0}, never served {:.0})",
-            t.requests, s.finished, t.rejected, t.never_served
-        ),
-    );
-    row(
-        &mut out,
-        "SLO attainment",
-        format!(
-            "{} (TTFT <= {} ms and mean ITL <= {} ms)",
-            t.attainment
-                .map_or("-".into(), |a| format!("{:.1} %", a * 100.0)),
-            ms(Some(i.slo.ttft_seconds)),
-            ms(Some(i.slo.itl_seconds))
-        ),
-    );
-    row(
-        &mut out,
-        "minutes within SLO",
-        s.window_attainment.map_or("-".into(), |a| {
-            format!(
-                "{:.1} % (p95 TTFT and p95 ITL of each minute with requests)",
-                a * 100.0
-            )
-        }),
-    );
-    row(&mut out, "TTFT p50/p95/p99", percentiles(&t.ttft));
-    row(&mut out, "ITL p50/p95/p99", percentiles(&t.itl));
-    row(&mut out, "GPU-hours", format!("{:.2}", t.gpu_hours));
-    if let Some(b) = &report.bounds {
-        row(
-            &mut out,
-            "GPU-hours bounds",
-            format!(
-                "Oracle A {:.2}, Oracle B {:.2} (this run {:.2}x), static peak {:.2}",
-                b.oracle_a_gpu_hours,
-                b.oracle_b_gpu_hours,
-                t.gpu_hours / b.oracle_b_gpu_hours.max(1e-9),
-                b.static_peak_gpu_hours
-            ),
-        );
-    }
-    for (role, r) in &s.replica_stats {
-        row(
-            &mut out,
-            &format!("replicas {role}"),
-            format!("min {}, max {}, mean {:.2}", r.min, r.max, r.mean),
-        );
-    }
-    row(
-        &mut out,
-        "scale actions",
-        format!(
-            "{} ({:.1} per hour), flaps {}",
-            t.scale_actions, s.scale_actions_per_hour, t.flaps
-        ),
-    );
-    row(
-        &mut out,
-        "unadmitted growth",
-        format!("{:.0} s", t.unadmitted_seconds),
-    );
-    super::simulate_faults::summary(&mut out, report);
-    row(
-        &mut out,
-        "invariants",
-        if report.violations.is_empty() {
-            format!("all held, checked at {} passes", report.passes.len())
-        } else {
-            format!(
-                "{} violated (listed on standard error)",
-                report.violations.len()
-            )
-        },
-    );
-    out
-}
-
-fn minutes(out: &mut String, report: &RunReport) {
-    let roles: Vec<&String> = report.summary.replica_stats.keys().collect();
-    let _ = write!(out, "\n  min  requests  attain  ttft95  itl95  gpu-h");
-    for role in &roles {
-        let _ = write!(out, "  {role}(ready)");
-    }
-    if !report.faults.is_empty() {
-        let _ = write!(out, "  faults");
-    }
-    let _ = writeln!(out);
-    for b in &report.bins {
-        let _ = write!(
-            out,
-            "  {:>3}  {:>8.0}  {:>6}  {:>6}  {:>5}  {:>5.2}",
-            (b.start / 60.0) as i64,
-            b.requests,
-            b.attainment
-                .map_or("-".into(), |a| format!("{:.1}", a * 100.0)),
-            ms(b.ttft.p95),
-            ms(b.itl.p95),
-            b.gpu_hours
-        );
-        for role in &roles {
-            let _ = write!(
-                out,
-                "  {}({})",
-                b.replicas.get(*role).copied().unwrap_or(0),
-                b.ready.get(*role).copied().unwrap_or(0)
-            );
-        }
-        super::simulate_faults::minute(out, report, b);
-        let _ = writeln!(out);
-    }
-}
-
-/// A progress bar on standard error, for runs longer than a second.
-pub(super) struct Progress {
-    enabled: bool,
-    started: Instant,
-    shown: bool,
-    last: Option<Instant>,
-}
-
-impl Progress {
-    pub(super) fn new(enabled: bool) -> Progress {
-        Progress {
-            enabled,
-            started: Instant::now(),
-            shown: false,
-            last: None,
-        }
-    }
-
-    pub(super) fn show(&mut self, done: f64) {
-        if !self.enabled || self.started.elapsed().as_secs_f64() < 1.0 {
-            return;
-        }
-        if self.last.is_some_and(|t| t.elapsed().as_millis() < 100) {
-            return;
-        }
-        self.last = Some(Instant::now());
-        let done = done.clamp(0.0, 1.0);
-        let filled = (done * 30.0) as usize;
-        let mut err = std::io::stderr();
-        let _ = write!(
-            err,
-            "\r[{}{}] {:>3.0} % simulated",
-            "#".repeat(filled),
-            " ".repeat(30 - filled),
-            done * 100.0
-        );
-        let _ = err.flush();
-        self.shown = true;
-    }
-
-    pub(super) fn clear(&mut self) {
-        if self.shown {
-            let mut err = std::io::stderr();
-            let _ = write!(err, "\r{}\r", " ".repeat(50));
-            let _ = err.flush();
-        }
-    }
 }

@@ -9,17 +9,51 @@ use mds_api::ModelDeploymentScaler;
 use mds_api::target::ModelDeployment;
 use mds_sim::load::Trace;
 use mds_simulate::compare::{self, Comparison, Contender};
-use mds_simulate::roster::{self, PeerName};
+use mds_simulate::roster::PeerName;
 use mds_simulate::run::RunOptions;
 use serde::Serialize;
 
 use super::inputs::{Stop, unusable};
-use super::simulate::Progress;
+use super::simulate_io::Progress;
 
 /// The policies `--compare` names, or a listing.
 pub enum Selection {
     Run(Vec<Contender>),
     List(String),
+}
+
+/// One policy `--compare` names.
+pub enum Named {
+    /// The scaler as given.
+    Mds,
+    /// One of our algorithms configured from its capacity (`mds-tokenthroughput`, ...).
+    Ours(String),
+    Peer(PeerName),
+}
+
+/// Our algorithms by the names `--compare` takes.
+pub const OURS: [&str; 3] = ["mds-proportional", "mds-tokenthroughput", "mds-predictive"];
+
+/// `--compare NAME,NAME,...`: each name, or an error naming the one no policy has.
+pub fn names(value: &str) -> Result<Vec<Named>, Stop> {
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        out.push(if name == "mds" {
+            Named::Mds
+        } else if OURS.contains(&name) {
+            Named::Ours(name.to_string())
+        } else if let Some(peer) = PeerName::parse(name) {
+            Named::Peer(peer)
+        } else {
+            return Err(unusable(format!(
+                "--compare {value:?}: no policy {name:?}; `--compare list` lists them"
+            )));
+        });
+    }
+    if out.is_empty() {
+        return Err(unusable(format!("--compare {value:?}: names no policy")));
+    }
+    Ok(out)
 }
 
 /// Reads `--compare VALUE` against the scaler under test.
@@ -34,7 +68,7 @@ pub fn selection(
         name: "mds".into(),
         scaler: Box::new(scaler.clone()),
     };
-    let peers = || PeerName::ALL.into_iter().map(Contender::Peer);
+    let peers = || PeerName::ALL.into_iter().map(Contender::peer);
     let algorithms = || -> Result<Vec<Contender>, Stop> {
         let targets = compare::targets_for(scaler, target, trace, options)
             .map_err(|e| unusable(format!("--compare: {e}")))?;
@@ -45,23 +79,17 @@ pub fn selection(
         "list" => return Ok(Selection::List(listing())),
         "peers" => std::iter::once(ours()).chain(peers()).collect(),
         "all" => algorithms()?.into_iter().chain(peers()).collect(),
-        names => {
+        list => {
             let mut out = Vec::new();
-            for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                if name == "mds" {
-                    out.push(ours());
-                } else if let Some(peer) = PeerName::parse(name) {
-                    out.push(Contender::Peer(peer));
-                } else if let Some(c) = algorithms()?.into_iter().find(|c| c.name() == name) {
-                    out.push(c);
-                } else {
-                    return Err(unusable(format!(
-                        "--compare {value:?}: no policy {name:?}; `--compare list` lists them"
-                    )));
-                }
-            }
-            if out.is_empty() {
-                return Err(unusable(format!("--compare {value:?}: names no policy")));
+            for named in names(list)? {
+                out.push(match named {
+                    Named::Mds => ours(),
+                    Named::Peer(peer) => Contender::peer(peer),
+                    Named::Ours(name) => algorithms()?
+                        .into_iter()
+                        .find(|c| c.name() == name)
+                        .ok_or_else(|| unusable(format!("--compare: no algorithm {name}")))?,
+                });
             }
             out
         }
@@ -88,39 +116,6 @@ fn listing() -> String {
         let _ = writeln!(out, "  {:<26}{}", p.as_str(), p.summary());
     }
     out
-}
-
-/// `--quota auto`: each instance type of the target gets 80 % of the GPUs static peak holds,
-/// so that budget clamping, rollback and rebalancing are exercised.
-pub fn auto_quota(
-    scaler: &ModelDeploymentScaler,
-    target: &ModelDeployment,
-    trace: &Trace,
-    options: &mut RunOptions,
-) -> Result<String, Stop> {
-    let targets = compare::targets_for(scaler, target, trace, options)
-        .map_err(|e| unusable(format!("--quota auto: {e}")))?;
-    let counts = roster::static_counts(scaler, target, trace, options, &targets)
-        .map_err(|e| unusable(format!("--quota auto: {e}")))?;
-    let mut peak: std::collections::BTreeMap<String, u32> = Default::default();
-    for role in &target.spec.roles {
-        let n = counts
-            .get(&role.name)
-            .copied()
-            .unwrap_or(role.replicas())
-            .max(0) as u32;
-        let gpus = n * role.size().clamp(1, 64) as u32 * options.profile.gpus_per_pod;
-        *peak
-            .entry(role.instance_type.clone().unwrap_or_default())
-            .or_default() += gpus;
-    }
-    let mut said = Vec::new();
-    for (instance_type, gpus) in peak {
-        let quota = ((f64::from(gpus) * 0.8).round() as u32).max(1);
-        said.push(format!("{instance_type}={quota} (80 % of {gpus})"));
-        options.quota.insert(instance_type, Some(quota));
-    }
-    Ok(said.join(", "))
 }
 
 #[derive(Serialize)]
@@ -183,22 +178,24 @@ pub fn run(
             quota: quota_note,
             comparisons: &comparisons,
         };
-        let text = serde_json::to_string_pretty(&sweep)
-            .map_err(|e| unusable(format!("cannot write the comparison as JSON: {e}")))?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| unusable(format!("{}: cannot write: {e}", path.display())))?;
+        super::simulate_io::write_json(path, "the comparison", &sweep)?;
     }
     let mut out = String::new();
     let mut violations = 0;
     for c in &comparisons {
-        table(&mut out, c, name, requests, quota_note);
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&mds_simulate::text::comparison(
+            c, name, requests, quota_note,
+        ));
         violations += c.rows.iter().map(|r| r.violations).sum::<usize>();
     }
     if let Some(path) = json {
         let _ = writeln!(out, "json: {}", path.display());
     }
     if let Some(path) = page {
-        super::simulate::write_page(
+        super::simulate_io::write_page(
             path,
             name,
             requests,
@@ -233,107 +230,4 @@ fn featured(scaler: &ModelDeploymentScaler, contenders: &[Contender]) -> String 
             .find(|n| n.starts_with("mds"))
             .unwrap_or_default()
     }
-}
-
-fn percent(v: Option<f64>) -> String {
-    v.map_or("-".into(), |a| format!("{:.1}", a * 100.0))
-}
-
-fn ms(v: Option<f64>) -> String {
-    v.map_or("-".into(), |s| format!("{:.0}", s * 1000.0))
-}
-
-fn times(v: Option<f64>) -> String {
-    v.map_or("-".into(), |r| format!("{r:.2}"))
-}
-
-fn table(out: &mut String, c: &Comparison, name: &str, requests: usize, quota: &str) {
-    let Some(first) = c.runs.first() else {
-        return;
-    };
-    let i = &first.inputs;
-    if !out.is_empty() {
-        out.push('\n');
-    }
-    let _ = writeln!(
-        out,
-        "mds simulate --compare: {} policies on {name} ({requests} requests, {:.1} min)",
-        c.rows.len(),
-        i.duration_seconds / 60.0
-    );
-    let _ = writeln!(
-        out,
-        "  world: {}, {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}, quota {}",
-        i.profile,
-        i.engine.as_str(),
-        i.router,
-        c.cold_start_seconds,
-        i.cold_start_spread * 100.0,
-        i.seed,
-        if quota.is_empty() { "unlimited" } else { quota }
-    );
-    let per_replica: Vec<String> = c
-        .targets
-        .tokens_per_second
-        .iter()
-        .map(|(role, tokens)| {
-            let q = c.targets.queue_depth.get(role).copied().unwrap_or(0.0);
-            format!("{role} {tokens:.0} tokens/s = {q:.1} requests")
-        })
-        .collect();
-    let _ = writeln!(
-        out,
-        "  per-replica targets: {} (SLO TTFT {} ms, ITL {} ms)",
-        per_replica.join(", "),
-        ms(Some(i.slo.ttft_seconds)),
-        ms(Some(i.slo.itl_seconds))
-    );
-    if let Some(b) = &c.bounds {
-        let _ = writeln!(
-            out,
-            "  bounds: Oracle A {:.2} GPU-h, Oracle B {:.2} GPU-h, static peak {:.2} GPU-h",
-            b.oracle_a_gpu_hours, b.oracle_b_gpu_hours, b.static_peak_gpu_hours
-        );
-    }
-    let _ = writeln!(
-        out,
-        "\n  {:<24} {:>6} {:>6} {:>6} {:>5} {:>6} {:>5} {:>5} {:>6} {:>5} {:>7}",
-        "policy",
-        "SLO %",
-        "min %",
-        "TTFT95",
-        "ITL95",
-        "GPU-h",
-        "/B",
-        "/HPA",
-        "act/h",
-        "flaps",
-        ">quota"
-    );
-    for r in &c.rows {
-        let _ = writeln!(
-            out,
-            "  {:<24} {:>6} {:>6} {:>6} {:>5} {:>6.2} {:>5} {:>5} {:>6.1} {:>5} {:>6.0}s{}",
-            r.policy,
-            percent(r.attainment),
-            percent(r.window_attainment),
-            ms(r.ttft_p95_seconds),
-            ms(r.itl_p95_seconds),
-            r.gpu_hours,
-            times(r.vs_oracle_b),
-            times(r.vs_hpa),
-            r.scale_actions_per_hour,
-            r.flaps,
-            r.above_budget_seconds,
-            if r.violations > 0 {
-                format!("  {} invariant violation(s)", r.violations)
-            } else {
-                String::new()
-            }
-        );
-    }
-    let _ = writeln!(
-        out,
-        "  SLO %: requests within TTFT and ITL; min %: minutes whose p95s meet both; TTFT95/ITL95 in ms; /B, /HPA: GPU-hours over Oracle B's and HPA's; >quota: seconds holding more GPUs than the quota"
-    );
 }

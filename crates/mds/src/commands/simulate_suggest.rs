@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use mds_simulate::compare::Case;
+use mds_simulate::knee::RoleKnee;
 use mds_simulate::suggest::{Suggestion, Trial, suggest};
 
 use super::inputs::{Stop, unusable};
@@ -54,13 +55,19 @@ fn report(case: &Case, s: &Suggestion) -> String {
     );
     let _ = writeln!(
         out,
-        "  world: {}, cold start {:.0} s, seed {}; every role's target scaled by one factor\n",
+        "  world: {} ({}), cold start {:.0} s, seed {}; every role's target scaled by one factor",
         i.profile.name,
+        i.profile_why,
         i.cold_start
             .map_or(i.profile.cold_start, |c| c)
             .as_secs_f64(),
         i.seed
     );
+    let refusals = mds_simulate::slo::Refusals::of(&case.trace, &i.profile);
+    if let Some(r) = &refusals {
+        let _ = writeln!(out, "  refused: {}", r.describe(i.profile.name));
+    }
+    let _ = writeln!(out);
     let _ = writeln!(
         out,
         "  {:>7}  {:>7}  {:>6}  targets",
@@ -116,6 +123,18 @@ fn report(case: &Case, s: &Suggestion) -> String {
                 "\nno setting tried meets {:.1} %: raise the roles' maxReplicas, relax the SLO or lower the goal",
                 s.goal * 100.0
             );
+            if let Some(r) = refusals.filter(|r| r.share > 1.0 - s.goal) {
+                let _ = writeln!(
+                    out,
+                    "  {:.1} % of the requests are refused by {}'s context, more than the goal leaves: {}",
+                    r.share * 100.0,
+                    i.profile.name,
+                    match &r.fits {
+                        Some((name, _)) => format!("--profile {name}"),
+                        None => "a profile with a longer context".into(),
+                    }
+                );
+            }
         }
     }
     out
@@ -129,85 +148,27 @@ pub fn from_metrics(
     target: &mds_api::target::ModelDeployment,
     slo: mds_simulate::report::Slo,
 ) -> Result<(String, u8), Stop> {
-    use mds_api::target::RoleKind;
     let text = super::read_text(path, super::MAX_INPUT_BYTES)
         .map_err(|e| unusable(format!("{}: cannot read: {e}", path.display())))?;
-    let proportional = scaler
+    let entries = mds_simulate::replay::parse_timeline(&text)
+        .map_err(|e| unusable(format!("{}: {e}", path.display())))?;
+    let requests = scaler
         .spec
         .algorithm
         .as_ref()
         .and_then(|a| a.algorithm_type.as_ref())
         .is_some_and(|t| format!("{t:?}") == "Proportional");
-    let mut readings: std::collections::BTreeMap<String, Vec<(f64, f64)>> = Default::default();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let entry: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| unusable(format!("{} line {}: not JSON: {e}", path.display(), n + 1)))?;
-        let Some(roles) = entry["roles"].as_object() else {
-            return Err(unusable(format!(
-                "{} line {}: no `roles` object (the mds replay timeline format)",
-                path.display(),
-                n + 1
-            )));
-        };
-        for (name, obs) in roles {
-            let Some(role) = target.spec.roles.iter().find(|r| &r.name == name) else {
-                return Err(unusable(format!(
-                    "{} line {}: role {name:?} is not a role of the target",
-                    path.display(),
-                    n + 1
-                )));
-            };
-            let num = |k: &str| obs[k].as_f64().filter(|v| v.is_finite() && *v >= 0.0);
-            let Some(ready) = num("readyReplicas").filter(|r| *r >= 1.0) else {
-                continue;
-            };
-            let kind = role.kind();
-            let load = if proportional {
-                num("runningRequests").map(|r| r + num("waitingRequests").unwrap_or(0.0))
-            } else {
-                match kind {
-                    RoleKind::Prefill | RoleKind::Encode => num("promptTokensPerSecond"),
-                    RoleKind::Decode => num("generationTokensPerSecond"),
-                    _ => num("promptTokensPerSecond")
-                        .zip(num("generationTokensPerSecond"))
-                        .map(|(p, g)| p + g),
-                }
-            };
-            let ttft = num("ttftMilliseconds").map(|v| v / 1000.0 / slo.ttft_seconds);
-            let itl = num("itlMilliseconds").map(|v| v / 1000.0 / slo.itl_seconds);
-            let ratio = match kind {
-                RoleKind::Prefill | RoleKind::Encode => ttft,
-                RoleKind::Decode => itl,
-                _ => ttft.into_iter().chain(itl).reduce(f64::max),
-            };
-            if let (Some(load), Some(ratio)) = (load, ratio) {
-                readings
-                    .entry(name.clone())
-                    .or_default()
-                    .push((load / ready, ratio));
-            }
-        }
-    }
-    if readings.is_empty() {
-        return Err(unusable(format!(
-            "{}: no reading has a ready replica, a load and a latency to compare",
-            path.display()
-        )));
-    }
-    let unit = if proportional { "requests" } else { "tokens/s" };
+    let knees = mds_simulate::knee::from_timeline(&entries, target, requests, slo)
+        .map_err(|e| unusable(format!("{}: {e}", path.display())))?;
+    let unit = if requests { "requests" } else { "tokens/s" };
     let mut out = format!(
         "mds simulate --suggest --metrics {}: the load per replica at which p95 latency left TTFT {:.0} ms / ITL {:.0} ms\n\n",
         path.display(),
         slo.ttft_seconds * 1000.0,
         slo.itl_seconds * 1000.0
     );
-    let mut fields = Vec::new();
-    for (role, points) in &readings {
-        let k = mds_simulate::knee::knee(points);
-        let show = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+    let show = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+    for RoleKnee { role, knee: k, .. } in &knees {
         let _ = writeln!(
             out,
             "  {role}: {} readings; knee {} {unit} per replica ({} misfit readings); highest load within the SLO below it {}; highest seen {}",
@@ -223,36 +184,15 @@ pub fn from_metrics(
                 "    latency never left the SLO: the capacity is at least the highest load seen; a load test above it would find the knee"
             );
         }
-        if let Some(v) = k.suggested {
-            let kind = target
-                .spec
-                .roles
-                .iter()
-                .find(|r| &r.name == role)
-                .map(|r| r.kind());
-            fields.push((role.clone(), kind, v));
+    }
+    match mds_simulate::knee::fragment(&knees, requests) {
+        Some(fragment) => {
+            let _ = write!(out, "\npaste into the scaler's spec:\n{fragment}");
+            Ok((out, 0))
+        }
+        None => {
+            let _ = writeln!(out, "\nno role has a load seen within the SLO to suggest");
+            Ok((out, 1))
         }
     }
-    if fields.is_empty() {
-        let _ = writeln!(out, "\nno role has a load seen within the SLO to suggest");
-        return Ok((out, 1));
-    }
-    out.push_str("\npaste into the scaler's spec:\n  algorithm:\n");
-    if proportional {
-        out.push_str("    type: Proportional\n    proportional:\n      metric: QueueDepth\n      roleTargets:\n");
-        for (role, _, v) in &fields {
-            let _ = writeln!(out, "        - name: {role}\n          target: \"{v:.1}\"");
-        }
-    } else {
-        out.push_str("    type: TokenThroughput\n    tokenThroughput:\n");
-        for (_, kind, v) in &fields {
-            let field = match kind {
-                Some(RoleKind::Prefill) => "prefill",
-                Some(RoleKind::Decode) => "decode",
-                _ => "server",
-            };
-            let _ = writeln!(out, "      {field}TargetTokensPerSecond: \"{v:.0}\"");
-        }
-    }
-    Ok((out, 0))
 }

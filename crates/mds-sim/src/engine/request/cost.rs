@@ -1,26 +1,88 @@
 //! How long one scheduler step takes, and the scheduler's limits: a profile of one engine
 //! instance for the request-level model.
 
-/// A step's duration as a sum of four parts, a roofline with its efficiency factors folded
+/// A step's duration as a sum of five parts, a roofline with its efficiency factors folded
 /// into each coefficient: a fixed part (reading the weights once, launching kernels, the
-/// scheduler's own work), prefill compute per prompt token computed, per-sequence work of each
-/// decode (sampling, detokenising), and attention's KV reads per token of context.
+/// scheduler's own work), the dense layers' compute per prompt token computed, prefill
+/// attention's compute per (query, key) pair, per-sequence work of each decode (its token's
+/// share of the dense layers, sampling, detokenising), and attention's KV reads per token of
+/// context.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CostModel {
     pub step_overhead_seconds: f64,
     pub prefill_token_seconds: f64,
+    /// Per (query, key) pair of prefill attention: a prompt chunk of `c` tokens after `d`
+    /// computed ones has `c·d + c(c+1)/2` pairs, so a prompt's attention grows with the square
+    /// of its length.
+    pub attention_pair_seconds: f64,
     pub decode_sequence_seconds: f64,
     pub kv_read_token_seconds: f64,
 }
 
+/// The work of one scheduler step, as the cost model counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepWork {
+    /// Prompt (and recomputed) tokens computed.
+    pub prefill_tokens: u64,
+    /// (query, key) pairs of the prefill tokens' causal attention.
+    pub attention_pairs: u64,
+    /// Sequences sampling one token after a full context.
+    pub decode_sequences: u64,
+    /// Context attended over: every scheduled request's tokens after the step.
+    pub kv_tokens: u64,
+}
+
+impl StepWork {
+    /// A prompt chunk of `chunk` tokens after `done` computed ones, alone in its step.
+    pub fn prefill_chunk(done: u64, chunk: u64) -> StepWork {
+        StepWork {
+            prefill_tokens: chunk,
+            attention_pairs: attention_pairs(done, chunk),
+            decode_sequences: 0,
+            kv_tokens: done + chunk,
+        }
+    }
+
+    /// `sequences` decodes over `kv_tokens` tokens of context in all.
+    pub fn decode(sequences: u64, kv_tokens: u64) -> StepWork {
+        StepWork {
+            decode_sequences: sequences,
+            kv_tokens,
+            ..StepWork::default()
+        }
+    }
+}
+
+/// Causal attention's (query, key) pairs for `chunk` new tokens after `done` computed ones:
+/// each new token attends to every earlier token and itself.
+pub fn attention_pairs(done: u64, chunk: u64) -> u64 {
+    chunk
+        .saturating_mul(done)
+        .saturating_add(chunk.saturating_mul(chunk.saturating_add(1)) / 2)
+}
+
 impl CostModel {
-    /// Seconds for a step that computes `prefill_tokens` prompt tokens, decodes
-    /// `decode_sequences` sequences and attends over `kv_tokens` tokens of context in all.
-    pub fn step_seconds(&self, prefill_tokens: u64, decode_sequences: u64, kv_tokens: u64) -> f64 {
+    /// Seconds for a step that does `work`.
+    pub fn step_seconds(&self, work: &StepWork) -> f64 {
         self.step_overhead_seconds
-            + self.prefill_token_seconds * prefill_tokens as f64
-            + self.decode_sequence_seconds * decode_sequences as f64
-            + self.kv_read_token_seconds * kv_tokens as f64
+            + self.prefill_token_seconds * work.prefill_tokens as f64
+            + self.attention_pair_seconds * work.attention_pairs as f64
+            + self.decode_sequence_seconds * work.decode_sequences as f64
+            + self.kv_read_token_seconds * work.kv_tokens as f64
+    }
+
+    /// Seconds to prefill a `prompt` alone on an idle engine in chunks of `budget` tokens, the
+    /// first `cached` of it held (at least one token is always computed).
+    pub fn prefill_seconds(&self, prompt: u64, cached: u64, budget: u64) -> f64 {
+        let budget = budget.max(1);
+        let mut done = cached.min(prompt.saturating_sub(1));
+        let mut seconds = 0.0;
+        while done < prompt {
+            let chunk = (prompt - done).min(budget);
+            seconds += self.step_seconds(&StepWork::prefill_chunk(done, chunk));
+            done += chunk;
+        }
+        seconds
     }
 }
 
@@ -38,11 +100,20 @@ pub struct SchedulerLimits {
     pub max_model_len: u64,
 }
 
+impl SchedulerLimits {
+    /// The longest request admitted, prompt and output: `max_model_len`, capped at the pool so
+    /// an admitted request can always finish.
+    pub fn longest_request(&self) -> u64 {
+        self.max_model_len
+            .min(u64::from(self.kv_blocks) * super::BLOCK_TOKENS)
+    }
+}
+
 impl Default for SchedulerLimits {
     fn default() -> Self {
         SchedulerLimits {
             max_num_batched_tokens: 8192,
-            max_num_seqs: 256,
+            max_num_seqs: 1024,
             kv_blocks: 24_000,
             max_model_len: 8192,
         }
@@ -57,43 +128,23 @@ pub struct RequestProfile {
 }
 
 impl RequestProfile {
-    /// vLLM 0.8.5 serving Llama-3-8B-Instruct (bf16) on one H100 PCIe, with vLLM's default limits.
+    /// vLLM 0.8.5 serving Llama-3-8B-Instruct (bf16) on one H100 PCIe, with vLLM's default
+    /// limits for it: its costs from the model's shape, the card's peaks and vLLM's fitted
+    /// efficiencies on Hopper ([`crate::hardware::VLLM_HOPPER`]; module
+    /// [`crate::calibration`] has the measurements and docs/simulator.md the fit).
     ///
     /// KV pool: 80 GB × 0.9 less 16 GB of weights and a few GB of activations leaves about
     /// 50 GB; at 128 KiB per token (2 × 32 layers × 8 KV heads × 128 × 2 bytes) that is
     /// 384,000 tokens, 24,000 blocks.
-    ///
-    /// The cost constants are fitted to the published single-instance measurements that
-    /// `tests/request_engine.rs` checks (TTFT and TPOT at 1, 16 and 32 QPS of ShareGPT-like
-    /// 206-in / 202-out requests). In steady state a step of a batch of `B` decodes at mean
-    /// context `c` (about 206 + 101 tokens), with `λ × 206` prompt tokens per second
-    /// interleaved, lasts `s = (O + B (D + c K)) / (1 − 206 λ P)`, and TPOT is `s`; TTFT is
-    /// about half a step of waiting plus one step carrying the prompt. So:
-    /// - `O`, the fixed part, is fixed by TPOT at 1 QPS, where `B ≈ 2`;
-    /// - `D + c K`, the per-sequence slope, by the rise of TPOT from 1 to 32 QPS (B ≈ 2 to
-    ///   106);
-    /// - `P` by the excess of TTFT over a step and a half. The three TTFTs do not agree on one
-    ///   `P` (the measured TTFT grows faster with load than one more prompt per step explains;
-    ///   the frontend's own queueing is not modelled), so `P` sits where all three are within
-    ///   tolerance.
-    ///
-    /// The measurements cannot separate `D` from `K` (the mean context is the same at every
-    /// rate), so `D` is 0 and the slope is all KV reads. A grid over `O` (9.8 to 10.2 ms), `P`
-    /// (3 to 5 × 10⁻⁵ s) and `K` (5 to 8 × 10⁻⁸ s) picked the values below; they read
-    /// physically: `O` = 10.2 ms is the 16 GB of weights at 2 TB/s (8 ms) plus 2 ms of launch
-    /// and scheduling, `K` is 128 KiB per token at 1.9 TB/s (94 % of the H100 PCIe's pin
-    /// bandwidth), and `P` is 25,000 prompt tokens/s, about half the card's dense bf16 peak at
-    /// 16 GFLOP per token. Contexts much longer than 300 tokens, and prompts much longer than
-    /// 206, are an extrapolation.
     pub fn llama3_8b_h100_vllm() -> RequestProfile {
+        use crate::hardware::{H100_PCIE, LLAMA3_8B, Roofline, VLLM_HOPPER};
         RequestProfile {
             limits: SchedulerLimits::default(),
-            cost: CostModel {
-                step_overhead_seconds: 0.0102,
-                prefill_token_seconds: 4.0e-5,
-                decode_sequence_seconds: 0.0,
-                kv_read_token_seconds: 7.0e-8,
-            },
+            cost: Roofline {
+                model: LLAMA3_8B,
+                gpu: H100_PCIE,
+            }
+            .cost(&VLLM_HOPPER),
         }
     }
 
@@ -109,6 +160,7 @@ impl RequestProfile {
         for (field, value) in [
             ("step_overhead_seconds", c.step_overhead_seconds),
             ("prefill_token_seconds", c.prefill_token_seconds),
+            ("attention_pair_seconds", c.attention_pair_seconds),
             ("decode_sequence_seconds", c.decode_sequence_seconds),
             ("kv_read_token_seconds", c.kv_read_token_seconds),
         ] {

@@ -42,6 +42,10 @@ pub struct BlockPool {
     tail: u32,
     free: u32,
     cached: HashMap<BlockKey, u32>,
+    /// Until a block is first registered nothing is cached, so which free block is taken
+    /// does not matter: free blocks are a stack (no queue links to walk, the most recently
+    /// freed first, warm in memory). The first registration builds the free queue from it.
+    stack: Option<Vec<u32>>,
 }
 
 impl BlockPool {
@@ -57,10 +61,23 @@ impl BlockPool {
             .collect();
         BlockPool {
             blocks,
-            head: if total == 0 { NONE } else { 0 },
-            tail: if total == 0 { NONE } else { total - 1 },
+            head: NONE,
+            tail: NONE,
             free: total,
             cached: HashMap::new(),
+            stack: Some((0..total).rev().collect()),
+        }
+    }
+
+    /// Leaves stack mode: the free blocks become the free queue, oldest freed first.
+    fn queue(&mut self) {
+        let Some(stack) = self.stack.take() else {
+            return;
+        };
+        self.free = 0;
+        // The stack's bottom was freed first (or never taken).
+        for block in stack {
+            self.push_back(block);
         }
     }
 
@@ -85,6 +102,7 @@ impl BlockPool {
 
     /// One more request holds `block` (a prefix hit).
     pub fn touch(&mut self, block: u32) {
+        self.queue();
         if self.blocks[block as usize].references == 0 {
             self.unlink(block);
         }
@@ -93,6 +111,12 @@ impl BlockPool {
 
     /// Takes the front of the free queue for new tokens, evicting its cached content.
     pub fn allocate(&mut self) -> Option<u32> {
+        if let Some(stack) = &mut self.stack {
+            let block = stack.pop()?;
+            self.free -= 1;
+            self.blocks[block as usize].references = 1;
+            return Some(block);
+        }
         let block = self.head;
         if block == NONE {
             return None;
@@ -113,13 +137,20 @@ impl BlockPool {
         let entry = &mut self.blocks[block as usize];
         entry.references = entry.references.saturating_sub(1);
         if entry.references == 0 {
-            self.push_back(block);
+            match &mut self.stack {
+                Some(stack) => {
+                    stack.push(block);
+                    self.free += 1;
+                }
+                None => self.push_back(block),
+            }
         }
     }
 
     /// `block` now holds the full prompt block `key`; a block already cached under the same key
     /// (computed by another request at the same time) stays the one hits find.
     pub fn register(&mut self, block: u32, key: BlockKey) {
+        self.queue();
         if let std::collections::hash_map::Entry::Vacant(slot) = self.cached.entry(key) {
             slot.insert(block);
             self.blocks[block as usize].key = Some(key);
@@ -166,6 +197,7 @@ mod tests {
         let mut pool = BlockPool::new(2);
         let a = pool.allocate().unwrap();
         let b = pool.allocate().unwrap();
+        assert_ne!(a, b);
         assert_eq!(pool.allocate(), None);
         pool.register(a, key(1));
         pool.register(b, key(2));
@@ -179,5 +211,24 @@ mod tests {
         pool.touch(b);
         assert_eq!(pool.free(), 0);
         assert_eq!(pool.lookup(key(2)), Some((b, false)));
+    }
+
+    #[test]
+    fn without_a_cached_block_free_blocks_are_taken_and_given_back_by_count() {
+        let mut pool = BlockPool::new(3);
+        let taken: Vec<u32> = (0..3).map(|_| pool.allocate().unwrap()).collect();
+        assert_eq!((pool.free(), pool.used(), pool.allocate()), (0, 3, None));
+        pool.release(taken[1]);
+        assert_eq!(pool.free(), 1);
+        assert_eq!(pool.allocate(), Some(taken[1]));
+        // Freed blocks, then a registration: the queue keeps the order they were freed in.
+        pool.release(taken[2]);
+        pool.release(taken[0]);
+        pool.register(taken[1], key(7));
+        pool.release(taken[1]);
+        assert_eq!(pool.free(), 3);
+        assert_eq!(pool.allocate(), Some(taken[2]), "freed first, taken first");
+        assert_eq!(pool.allocate(), Some(taken[0]));
+        assert_eq!(pool.lookup(key(7)), Some((taken[1], true)));
     }
 }

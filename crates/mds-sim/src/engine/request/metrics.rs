@@ -83,6 +83,11 @@ pub struct FinishedRequest {
     pub ttft_seconds: Option<f64>,
     /// Mean gap between output tokens after the first (`None` with fewer than two).
     pub tpot_seconds: Option<f64>,
+    /// Gaps between its output tokens, and how many of them were over the engine's ITL
+    /// objective (its own p95 gap is within the objective when at most 5 % are, nearest
+    /// rank).
+    pub gaps: u64,
+    pub slow_gaps: u64,
     pub finish: f64,
     pub preemptions: u32,
 }

@@ -26,15 +26,20 @@ mod page;
 
 use std::collections::VecDeque;
 
-pub use cost::{CostModel, RequestProfile, SchedulerLimits};
+pub use cost::{CostModel, RequestProfile, SchedulerLimits, StepWork, attention_pairs};
 pub use kv::{BLOCK_TOKENS, KV_BLOCKS_PER_HASH};
 pub use metrics::{
     FinishedRequest, Outcome, RequestCounters, RequestHistograms, VLLM_REQUEST_LATENCY,
 };
 
+use crate::engine::gaps::GapLog;
 use crate::engine::histogram::{HistogramAcc, layouts};
 use kv::{BlockKey, BlockPool, blocks_for};
 use metrics::observe_exact;
+
+/// The ITL objective an engine counts gaps against unless told another: the spec's default
+/// `itlTargetMilliseconds`.
+pub const DEFAULT_ITL_OBJECTIVE_SECONDS: f64 = 0.05;
 
 /// What one step did.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
@@ -43,10 +48,8 @@ pub struct StepStats {
     pub seconds: f64,
     /// Tokens computed, prefill and decode.
     pub scheduled_tokens: u64,
-    pub prefill_tokens: u64,
-    pub decode_sequences: u64,
-    /// Context attended over: every scheduled request's tokens after the step.
-    pub kv_tokens: u64,
+    /// What the step's duration is made of.
+    pub work: StepWork,
     /// Requests scheduled in the step.
     pub scheduled_requests: usize,
     /// Requests in the running batch during the step (after preemption and admission).
@@ -78,6 +81,9 @@ struct Request {
     /// it without computing it. Cleared by a preemption, after which the prompt is recomputed
     /// here.
     prefilled: bool,
+    /// Gaps between its output tokens so far, and those over the ITL objective.
+    gaps: u64,
+    slow_gaps: u64,
 }
 
 impl Request {
@@ -111,6 +117,10 @@ pub struct RequestEngine {
     finished: Vec<FinishedRequest>,
     pub counters: RequestCounters,
     pub histograms: RequestHistograms,
+    /// Every gap between output tokens since the last [`take_gaps`](Self::take_gaps).
+    gaps: GapLog,
+    /// The ITL objective each request's gaps are counted against, seconds.
+    pub itl_objective_seconds: f64,
 }
 
 impl RequestEngine {
@@ -141,6 +151,8 @@ impl RequestEngine {
             finished: Vec::new(),
             counters: RequestCounters::default(),
             histograms,
+            gaps: GapLog::default(),
+            itl_objective_seconds: DEFAULT_ITL_OBJECTIVE_SECONDS,
         })
     }
 
@@ -169,10 +181,7 @@ impl RequestEngine {
         } else {
             self.clock
         };
-        let limits = &self.profile.limits;
-        let longest = limits
-            .max_model_len
-            .min(u64::from(limits.kv_blocks) * BLOCK_TOKENS);
+        let longest = self.profile.limits.longest_request();
         if prompt_tokens == 0 || prompt_tokens.saturating_add(output_tokens) > longest {
             self.counters.rejected += 1;
             self.finished.push(FinishedRequest {
@@ -185,6 +194,8 @@ impl RequestEngine {
                 queue_seconds: 0.0,
                 ttft_seconds: None,
                 tpot_seconds: None,
+                gaps: 0,
+                slow_gaps: 0,
                 finish: arrival,
                 preemptions: 0,
             });
@@ -207,6 +218,8 @@ impl RequestEngine {
             preemptions: 0,
             scheduled: 0,
             prefilled: false,
+            gaps: 0,
+            slow_gaps: 0,
         });
     }
 
@@ -300,25 +313,28 @@ impl RequestEngine {
         for req in self.running.iter().filter(|r| r.scheduled > 0) {
             stats.scheduled_requests += 1;
             stats.scheduled_tokens += req.scheduled;
-            stats.kv_tokens += req.computed + req.scheduled;
+            let work = &mut stats.work;
+            work.kv_tokens += req.computed + req.scheduled;
             if req.generated > 0 && req.scheduled == 1 && req.computed + 1 == req.total() {
-                stats.decode_sequences += 1;
+                work.decode_sequences += 1;
             } else {
-                stats.prefill_tokens += req.scheduled;
+                work.prefill_tokens += req.scheduled;
+                work.attention_pairs += attention_pairs(req.computed, req.scheduled);
             }
         }
         if stats.scheduled_requests == 0 {
             return None;
         }
-        stats.seconds = self.profile.cost.step_seconds(
-            stats.prefill_tokens,
-            stats.decode_sequences,
-            stats.kv_tokens,
-        );
+        stats.seconds = self.profile.cost.step_seconds(&stats.work);
         self.clock = start + stats.seconds;
         self.counters.steps += 1;
         self.complete_step(start);
         Some(stats)
+    }
+
+    /// The gaps between output tokens observed since the last call.
+    pub fn take_gaps(&mut self) -> GapLog {
+        self.gaps.take()
     }
 
     /// Requests finished (or rejected) since the last call, in the order they finished.
@@ -489,10 +505,14 @@ impl RequestEngine {
             counters,
             histograms,
             finished,
+            gaps,
+            itl_objective_seconds,
             ..
         } = self;
         // Gaps of requests that also sampled at the end of the previous step are one step long.
         let mut one_step_gaps = 0;
+        let objective = *itl_objective_seconds;
+        let slow_step = end - start > objective;
         let mut any_finished = false;
         for req in running.iter_mut().filter(|r| r.scheduled > 0) {
             req.computed += req.scheduled;
@@ -515,8 +535,18 @@ impl RequestEngine {
                         req.first_token = Some(end);
                         observe_exact(&mut histograms.ttft, 1, end - req.arrival);
                     }
-                    Some(_) if req.last_token == start => one_step_gaps += 1,
-                    Some(_) => observe_exact(&mut histograms.itl, 1, end - req.last_token),
+                    Some(_) if req.last_token == start => {
+                        one_step_gaps += 1;
+                        req.gaps += 1;
+                        req.slow_gaps += u64::from(slow_step);
+                    }
+                    Some(_) => {
+                        let gap = end - req.last_token;
+                        observe_exact(&mut histograms.itl, 1, gap);
+                        gaps.observe(end, gap, 1, gap > objective);
+                        req.gaps += 1;
+                        req.slow_gaps += u64::from(gap > objective);
+                    }
                 }
                 req.last_token = end;
             }
@@ -535,6 +565,7 @@ impl RequestEngine {
             }
         }
         observe_exact(&mut histograms.itl, one_step_gaps, end - start);
+        gaps.observe(end, end - start, one_step_gaps, slow_step);
         if any_finished {
             running.retain(|r| r.generated < r.output || (r.output == 0 && r.computed < r.prompt));
         }
@@ -563,6 +594,8 @@ fn record(req: &Request, end: f64, histograms: &mut RequestHistograms) -> Finish
         queue_seconds,
         ttft_seconds: req.first_token.map(|t| t - req.arrival),
         tpot_seconds,
+        gaps: req.gaps,
+        slow_gaps: req.slow_gaps,
         finish: end,
         preemptions: req.preemptions,
     }

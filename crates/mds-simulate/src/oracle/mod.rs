@@ -20,11 +20,21 @@
 //! role that falls short of a band (the least growth that meets it), and a GPU budget then
 //! takes replicas away, one at a time from the role whose loss leaves the smallest share of
 //! its need unmet, keeping every band; a minimum footprint above the budget stays at the
-//! minimums (the world would not admit it either). Oracle A and B then run on those needs.
+//! minimums (the world would not admit it either). Static peak runs on those needs.
+//!
+//! The oracles a run is measured against ([`oracles`]) size each bin from the engine's own
+//! attainment curve instead (module `cheapest`): the fewest replicas per bin that reach an
+//! attainment tier over the whole trace. Oracle A holds exactly those; Oracle B starts and
+//! keeps them as above.
+
+pub mod cheapest;
 
 use mds_api::target::RoleKind;
 use mds_sim::load::Trace;
 use serde::Serialize;
+
+use crate::capacity::Curves;
+pub use cheapest::Goal;
 
 /// One role's demand and what it may have.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,6 +55,17 @@ pub struct Bound {
     pub gpu_hours: f64,
 }
 
+/// The tokens a role of `kind` counts for `missed_prompt` cache-missed prompt tokens and
+/// `output` generated ones: the prompt for a prefill (or encode) role, the output for a
+/// decode role, both for a server.
+pub fn demand_of(kind: &RoleKind, missed_prompt: f64, output: f64) -> f64 {
+    match kind {
+        RoleKind::Prefill | RoleKind::Encode => missed_prompt,
+        RoleKind::Decode => output,
+        RoleKind::Server | RoleKind::Unknown(_) => missed_prompt + output,
+    }
+}
+
 /// Tokens per second per bin of `bin_seconds` that a role of `kind` serves, over `duration`
 /// seconds.
 pub fn demand(trace: &Trace, kind: &RoleKind, bin_seconds: f64, duration: f64) -> Vec<f64> {
@@ -54,11 +75,7 @@ pub fn demand(trace: &Trace, kind: &RoleKind, bin_seconds: f64, duration: f64) -
         let index = ((r.at_seconds / bin_seconds) as usize).min(bins - 1);
         let missed = f64::from(r.prompt_tokens.saturating_sub(r.prefix_hit_tokens));
         let output = f64::from(r.output_tokens);
-        tokens[index] += match kind {
-            RoleKind::Prefill | RoleKind::Encode => missed,
-            RoleKind::Decode => output,
-            RoleKind::Server | RoleKind::Unknown(_) => missed + output,
-        };
+        tokens[index] += demand_of(kind, missed, output);
     }
     tokens.iter().map(|t| t / bin_seconds).collect()
 }
@@ -254,15 +271,43 @@ pub fn joint(
     }
 }
 
+/// Oracle A and Oracle B of `roles` at `goal`, each bin's replicas the cheapest that reach
+/// it on the roles' curves (module `cheapest`); `None` when no vector within the bounds,
+/// bands and budget reaches it. Oracle A holds exactly those replicas; Oracle B starts and
+/// keeps them as the module documentation says.
+pub fn oracles(
+    roles: &[RoleDemand],
+    curves: &[Option<&Curves>],
+    bands: &[Band],
+    budget: Option<u32>,
+    bin_seconds: f64,
+    cold_start_seconds: f64,
+    goal: Goal,
+) -> Option<(Vec<Bound>, Vec<Bound>)> {
+    let needs = cheapest::needs(roles, curves, bands, budget, bin_seconds, goal)?;
+    Some((
+        roles
+            .iter()
+            .zip(&needs)
+            .map(|(role, n)| oracle_a_of(role, n.clone(), bin_seconds))
+            .collect(),
+        roles
+            .iter()
+            .zip(&needs)
+            .map(|(role, n)| oracle_b_of(role, n, bin_seconds, cold_start_seconds))
+            .collect(),
+    ))
+}
+
 /// Rounding slack of the band comparisons.
 const SLACK: f64 = 1e-9;
 
-fn in_band(band: &Band, v: &[i32]) -> bool {
+pub(crate) fn in_band(band: &Band, v: &[i32]) -> bool {
     let (n, d) = (f64::from(v[band.numerator]), f64::from(v[band.denominator]));
     band.min.is_none_or(|lo| n + SLACK >= lo * d) && band.max.is_none_or(|hi| n <= hi * d + SLACK)
 }
 
-fn gpus(roles: &[RoleDemand], v: &[i32]) -> u64 {
+pub(crate) fn gpus(roles: &[RoleDemand], v: &[i32]) -> u64 {
     roles
         .iter()
         .zip(v)

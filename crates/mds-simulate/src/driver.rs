@@ -1,0 +1,428 @@
+//! The one loop every run goes through (ARCHITECTURE: the simulator is a second shell). One
+//! thread, no sockets, no timers: the `mds-sim` world steps to the next pass that is due,
+//! recording each tick and letting the run's faults strike; then whoever scales the target
+//! (module `scaling`: the operator's own worker, or a peer) passes, and the world takes the
+//! spec it wrote. For the operator, the world is first mirrored into a `MemoryCluster` the way
+//! the lab's stand-in mirrors it into a real API server (the same `mds_sim::objects`
+//! conversion), and its passes are checked against the spec's invariants. The same inputs give
+//! the same run, byte for byte.
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use mds_api::ModelDeploymentScaler;
+use mds_api::target::{ModelDeployment, RoleKind};
+use mds_sim::{DeploymentKey, InstanceState, WorkKind, World};
+use mds_worker::ScalerKey;
+use mds_worker::memory_cluster::{Kind, MemoryCluster};
+
+use crate::invariants::{self, PassFacts, Violation};
+use crate::mirror::{self, Mirror};
+use crate::peer_drive::{PeerDriver, gpu_budget, role_shapes};
+use crate::peers::Peer;
+use crate::report::{Bin, Recorder, Summary};
+use crate::scaling::{Ctx, Operator, Passed, Scaling};
+use crate::slo::{Grader, IdleReplica};
+use crate::{PassRecord, Scenario, SimError, faults};
+
+/// Who writes the target's counts.
+pub enum ScaledBy {
+    /// The operator's own worker with the scenario's scaler, on the operator's schedule.
+    Mds,
+    /// A peer autoscaler (module `peers`), within the scaler's bounds (the rest of the scaler
+    /// is not used).
+    Peer(Box<dyn Peer>),
+}
+
+/// A run in progress.
+pub struct Simulation {
+    pub(crate) world: World,
+    pub(crate) cluster: MemoryCluster,
+    pub(crate) mirror: Mirror,
+    pub(crate) key: ScalerKey,
+    pub(crate) deployment: DeploymentKey,
+    pub(crate) scaling: Box<dyn Scaling>,
+    pub(crate) start: Timestamp,
+    pub(crate) recorder: Recorder,
+    pub(crate) violations: Vec<Violation>,
+    /// Fluid load offered while nothing was routed, as last seen, per role.
+    pub(crate) unrouted_seen: BTreeMap<String, f64>,
+    /// Requests are served request by request (else by the fluid engines).
+    pub(crate) request_level: bool,
+    /// Roles whose engines complete requests (not prefill or encode), for the fluid count.
+    pub(crate) completing_roles: Vec<String>,
+    /// Faults on cue (module `faults`).
+    pub(crate) faults: faults::Injector,
+}
+
+impl Simulation {
+    /// The operator's worker scales the target.
+    pub fn new(scenario: Scenario) -> Result<Simulation, SimError> {
+        Simulation::scaled_by(scenario, ScaledBy::Mds)
+    }
+
+    /// `peer` scales the target instead, within the scaler's bounds.
+    pub fn with_peer(scenario: Scenario, peer: Box<dyn Peer>) -> Result<Simulation, SimError> {
+        Simulation::scaled_by(scenario, ScaledBy::Peer(peer))
+    }
+
+    /// `by` scales the target.
+    pub fn scaled_by(scenario: Scenario, by: ScaledBy) -> Result<Simulation, SimError> {
+        let Scenario {
+            config,
+            start,
+            target,
+            scaler,
+            roles,
+            quota,
+            requests,
+            slo,
+        } = scenario;
+        let cold_start = roles
+            .values()
+            .map(|(settings, _)| settings.cold_start)
+            .max()
+            .unwrap_or(config.default_role.cold_start);
+        // The target's initial replicas are warm when the run starts: the world runs a
+        // cold start (at its longest draw) and a margin before the first pass and request.
+        let warmup = roles
+            .values()
+            .map(|(settings, _)| {
+                SignedDuration::from_secs_f64(
+                    settings.cold_start.as_secs_f64() * (1.0 + settings.cold_start_spread),
+                )
+            })
+            .max()
+            .unwrap_or(config.default_role.cold_start)
+            + SignedDuration::from_secs(30);
+        let default_profile = config.default_role.request_profile;
+        let mut world = World::new(config, start - warmup)?;
+        for (instance_type, gpus) in quota.clone() {
+            world.set_quota(&instance_type, gpus);
+        }
+        let namespace = target
+            .metadata
+            .namespace
+            .clone()
+            .ok_or_else(|| SimError::Input("the target has no metadata.namespace".into()))?;
+        let cluster = MemoryCluster::new();
+        cluster.serve_workloads(true);
+        let target_doc = serde_json::to_value(&target)
+            .map_err(|e| SimError::Input(format!("the target does not serialise: {e}")))?;
+        let stored =
+            cluster
+                .apply(Kind::Target, target_doc)
+                .map_err(|error| SimError::Cluster {
+                    what: "the target".into(),
+                    error,
+                })?;
+        let stored: ModelDeployment = serde_json::from_value(stored)
+            .map_err(|e| SimError::Input(format!("the stored target does not parse: {e}")))?;
+        let completing_roles = stored
+            .spec
+            .roles
+            .iter()
+            .filter(|r| WorkKind::of(&r.kind()) != WorkKind::Prefill)
+            .map(|r| r.name.clone())
+            .collect();
+        let budget = gpu_budget(&stored, &quota);
+        // The engine a request enters first: the first role's (every role runs one profile).
+        let entry_profile = stored
+            .spec
+            .roles
+            .first()
+            .and_then(|r| roles.get(&r.name))
+            .map_or(default_profile, |(s, _)| s.request_profile);
+        let shapes = role_shapes(&scaler, &stored, &roles);
+        let deployment = world.apply_deployment(stored)?;
+        for (role, (settings, _)) in &roles {
+            world.set_role_settings(&deployment, role, *settings)?;
+        }
+        world.advance_to(start)?;
+        for (role, (_, load)) in roles {
+            world.set_load(&deployment, &role, load)?;
+        }
+        let request_level = requests.is_some();
+        let disaggregated = [RoleKind::Prefill, RoleKind::Decode]
+            .iter()
+            .all(|kind| target.spec.roles.iter().any(|r| &r.kind() == kind));
+        let idle = requests.as_ref().map(|(_, serving)| IdleReplica {
+            profile: entry_profile,
+            handoff_seconds_per_token: disaggregated
+                .then(|| serving.kv_bytes_per_token / serving.link_bytes_per_second),
+        });
+        let grader = Grader::new(
+            slo,
+            requests.as_ref().map(|(trace, _)| trace.as_ref()),
+            idle.as_ref(),
+        );
+        if let Some((trace, serving)) = requests {
+            world.set_requests(&deployment, trace, serving)?;
+        }
+        let mut scaler_doc = serde_json::to_value(&scaler)
+            .map_err(|e| SimError::Input(format!("the scaler does not serialise: {e}")))?;
+        scaler_doc["metadata"]["namespace"] = serde_json::json!(namespace);
+        let stored =
+            cluster
+                .apply(Kind::Scaler, scaler_doc)
+                .map_err(|error| SimError::Cluster {
+                    what: "the scaler".into(),
+                    error,
+                })?;
+        let name = stored["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let key = ScalerKey { namespace, name };
+        let scaling: Box<dyn Scaling> = match by {
+            ScaledBy::Mds => Box::new(Operator::new(key.clone(), start)),
+            ScaledBy::Peer(peer) => Box::new(PeerDriver::new(peer, shapes, budget, start)),
+        };
+        Ok(Simulation {
+            world,
+            cluster,
+            mirror: Mirror::default(),
+            scaling,
+            key,
+            deployment,
+            start,
+            recorder: Recorder::new(grader, 60.0, cold_start.as_secs_f64(), budget),
+            violations: Vec::new(),
+            unrouted_seen: BTreeMap::new(),
+            request_level,
+            completing_roles,
+            faults: faults::Injector::default(),
+        })
+    }
+
+    /// Seconds since the start.
+    pub(crate) fn seconds(&self, t: Timestamp) -> f64 {
+        t.duration_since(self.start).as_secs_f64()
+    }
+
+    /// Steps the world tick by tick to `to`, letting the faults strike and recording each
+    /// span.
+    fn advance_world(&mut self, to: Timestamp) -> Result<(), SimError> {
+        let tick = self.world.config().tick;
+        while self.world.now() < to {
+            let from = self.world.now();
+            let next = from.checked_add(tick).unwrap_or(to).min(to);
+            self.world.step(next)?;
+            self.fault_tick()?;
+            self.observe(from, next);
+        }
+        Ok(())
+    }
+
+    /// What the world did from `from` to `to`: GPUs held, growth waiting for admission,
+    /// requests ended (or, with the fluid engine, served and unrouted).
+    fn observe(&mut self, from: Timestamp, to: Timestamp) {
+        let (t0, t1) = (self.seconds(from), self.seconds(to));
+        let instances = self.world.instances(&self.deployment);
+        let gpus = instances
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i.state,
+                    InstanceState::Starting | InstanceState::Ready | InstanceState::Terminating
+                )
+            })
+            .map(|i| i.gpus)
+            .sum();
+        let unadmitted = instances.iter().any(|i| unadmitted(i.state));
+        let replicas = self.world_counts();
+        let ready = self.mirror.ready(&self.world, &self.deployment);
+        self.recorder
+            .span(t0, t1, gpus, unadmitted, &replicas, &ready);
+        for served in self.world.take_served(&self.deployment) {
+            // Request times are on the requests' axis, which starts with the run.
+            self.recorder.served(&served);
+        }
+        if self.request_level {
+            self.recorder.gaps(self.world.take_gaps(&self.deployment));
+            return;
+        }
+        let dt = t1 - t0;
+        // A request completes at a Server or Decode engine; prefill engines are not counted.
+        for i in instances.iter().filter(|i| i.routed) {
+            let Some(engine) = i.engine.as_ref().filter(|e| e.kind != WorkKind::Prefill) else {
+                continue;
+            };
+            let last = engine.last;
+            self.recorder.fluid_served(
+                t0,
+                last.served_requests_per_second * dt,
+                last.ttft_mean_seconds,
+                Some(last.itl_mean_seconds),
+            );
+        }
+        for role in &self.completing_roles {
+            let total = self.world.unserved(&self.deployment, role).requests;
+            let seen = self
+                .unrouted_seen
+                .insert(role.clone(), total)
+                .unwrap_or(0.0);
+            self.recorder.fluid_unrouted(t0, total - seen);
+        }
+    }
+
+    /// The target's counts as the world holds them.
+    fn world_counts(&self) -> BTreeMap<String, i32> {
+        self.world
+            .deployment(&self.deployment)
+            .map(mirror::role_counts)
+            .unwrap_or_default()
+    }
+
+    /// The scaler as the cluster holds it.
+    pub(crate) fn scaler(&self) -> Option<ModelDeploymentScaler> {
+        self.cluster
+            .get(Kind::Scaler, &self.key.namespace, &self.key.name)
+            .and_then(|doc| serde_json::from_value(doc).ok())
+    }
+
+    fn target_generation(&self) -> Option<i64> {
+        self.cluster
+            .get(
+                Kind::Target,
+                &self.deployment.namespace,
+                &self.deployment.name,
+            )
+            .and_then(|doc| doc["metadata"]["generation"].as_i64())
+    }
+
+    /// The scaler as the cluster holds it now, status included (for tests between passes).
+    pub fn scaler_now(&self) -> Option<ModelDeploymentScaler> {
+        self.scaler()
+    }
+
+    /// The target as the cluster holds it now: the spec the scaler wrote and the status the
+    /// world last reported (for tests between passes).
+    pub fn target_now(&self) -> Option<ModelDeployment> {
+        self.cluster
+            .get(
+                Kind::Target,
+                &self.deployment.namespace,
+                &self.deployment.name,
+            )
+            .and_then(|doc| serde_json::from_value(doc).ok())
+    }
+
+    /// The world's instances of the target (pending ones included).
+    pub fn instances_now(&self) -> Vec<mds_sim::InstanceView> {
+        self.world.instances(&self.deployment)
+    }
+
+    /// Sets an instance type's GPU quota from now on (`None`: unlimited), as an administrator
+    /// raising or lowering a ClusterQueue's quota would.
+    pub fn set_quota(&mut self, instance_type: &str, gpus: Option<u32>) {
+        self.world.set_quota(instance_type, gpus);
+    }
+
+    /// Rules broken so far.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Ends the run at `end`: the summary and the per-minute bins.
+    pub fn finish(self, end: Timestamp) -> (Summary, Vec<Bin>, Vec<Violation>) {
+        let end_t = self.seconds(end);
+        let unfinished = self.world.unfinished_arrivals(&self.deployment);
+        let (summary, bins) = self.recorder.finish(end_t, &unfinished);
+        (summary, bins, self.violations)
+    }
+
+    /// Runs passes until `end` (exclusive) and returns them; the world runs to `end`.
+    pub fn run_until(&mut self, end: Timestamp) -> Result<Vec<PassRecord>, SimError> {
+        let mut records = Vec::new();
+        while self.scaling.next_due() < end {
+            let now = self.scaling.next_due();
+            if self.fault_restart(now) {
+                continue;
+            }
+            self.advance_world(now)?;
+            records.extend(self.pass(now)?);
+        }
+        self.advance_world(end)?;
+        Ok(records)
+    }
+
+    /// What is due at `now`, whoever scales: the world mirrored for a scaler that reads the
+    /// cluster, faults armed around the pass, the spec it wrote taken by the world, the
+    /// pass recorded and, for a scaler our spec binds, checked against the invariants.
+    fn pass(&mut self, now: Timestamp) -> Result<Option<PassRecord>, SimError> {
+        let t = self.seconds(now);
+        if self.scaling.reads_cluster() {
+            self.mirror
+                .sync(&self.world, &self.deployment, &self.cluster, now);
+        }
+        let before = self.mirror.counts(&self.cluster, &self.deployment);
+        let ready = self.mirror.ready(&self.world, &self.deployment);
+        let checked = self.scaling.bound_by_spec();
+        let facts_before = checked.then(|| {
+            let instances = self.world.instances(&self.deployment);
+            let mut held: BTreeMap<String, i32> = BTreeMap::new();
+            for i in instances
+                .iter()
+                .filter(|i| i.state != InstanceState::Terminating)
+            {
+                *held.entry(i.role.clone()).or_default() += 1;
+            }
+            let waiting = instances.iter().any(|i| unadmitted(i.state));
+            (self.scaler(), self.target_generation(), waiting, held)
+        });
+        self.fault_before_pass(t);
+        let ctx = Ctx {
+            world: &self.world,
+            cluster: &self.cluster,
+            deployment: &self.deployment,
+            faults: &self.faults,
+            start: self.start,
+        };
+        let Some(passed) = self.scaling.pass(&ctx, now)? else {
+            return Ok(None);
+        };
+        self.fault_after_pass(t, passed.rollback);
+        self.mirror
+            .adopt_target(&mut self.world, &self.cluster, &self.deployment)?;
+        let after = self.mirror.counts(&self.cluster, &self.deployment);
+        if let Some((Some(scaler), generation, waiting, held)) = &facts_before {
+            let Passed {
+                write, rollback, ..
+            } = &passed;
+            self.violations.extend(invariants::check(&PassFacts {
+                now,
+                t,
+                scaler,
+                before: &before,
+                after: &after,
+                target_changed: self.target_generation() != *generation,
+                wrote_target: write.as_ref().is_some_and(|(_, landed)| *landed),
+                unadmitted: *waiting,
+                held,
+                rollback: *rollback,
+            }));
+        }
+        self.recorder.pass(t, &before, &after);
+        Ok(Some(PassRecord {
+            t,
+            replicas: after,
+            ready,
+            write: passed.write,
+            plan: passed.plan,
+            forecasts: passed.forecasts,
+        }))
+    }
+}
+
+/// An instance waiting for admission (no Workload yet, queued, parked, or reserved and not
+/// yet admitted).
+fn unadmitted(state: InstanceState) -> bool {
+    matches!(
+        state,
+        InstanceState::Composing
+            | InstanceState::Queued
+            | InstanceState::Parked
+            | InstanceState::QuotaReserved
+    )
+}
