@@ -90,13 +90,12 @@ impl Slo {
                 let Some(per) = allowance.trim().strip_suffix("/1k") else {
                     return Err("an allowance is TIME/1k, a time per 1,000 prompt tokens, as in 500ms+100ms/1k".into());
                 };
-                let per = mds_sim::load::parse_seconds(per)
-                    .map_err(|rule| format!("the allowance {per:?}: {rule}"))?;
+                let per = latency(per).map_err(|rule| format!("the allowance {per:?}: {rule}"))?;
                 (base, per)
             }
             None => (text, 0.0),
         };
-        let base = mds_sim::load::parse_seconds(base)?;
+        let base = latency(base)?;
         if base <= 0.0 {
             return Err("it must be positive".into());
         }
@@ -120,6 +119,18 @@ impl Slo {
         };
         format!("{ttft} and {itl}")
     }
+}
+
+/// A latency objective in seconds. It needs its unit: a bare `500` is far more often meant as
+/// 500 ms than as the 500 s it would read as, so it is refused with that suggestion.
+pub fn latency(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    if trimmed.parse::<f64>().is_ok() {
+        return Err(format!(
+            "a latency needs its unit (ms, s): did you mean {trimmed}ms?"
+        ));
+    }
+    mds_sim::load::parse_seconds(trimmed)
 }
 
 /// One replica of the profile with nothing else to do: the floor no scale goes below.

@@ -169,8 +169,20 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
         ),
         (vec!["--cold-start", "soon"], "--cold-start \"soon\""),
         (
-            vec!["--slo-ttft", "0"],
-            "--slo-ttft \"0\": it must be positive",
+            vec!["--slo-ttft", "0ms"],
+            "--slo-ttft \"0ms\": it must be positive",
+        ),
+        (
+            vec!["--slo-ttft", "500"],
+            "--slo-ttft \"500\": a latency needs its unit (ms, s): did you mean 500ms?",
+        ),
+        (
+            vec!["--slo-ttft", "500ms+100/1k"],
+            "--slo-ttft \"500ms+100/1k\": the allowance \"100\": a latency needs its unit (ms, s): did you mean 100ms?",
+        ),
+        (
+            vec!["--slo-itl", "50"],
+            "--slo-itl \"50\": a latency needs its unit (ms, s): did you mean 50ms?",
         ),
         (
             vec!["--slo-ttft", "500ms+100ms"],

@@ -357,7 +357,8 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
     }
     let (ttft, allowance) = Slo::parse_ttft(&args.slo_ttft)
         .map_err(|rule| bad_flag("slo-ttft", &args.slo_ttft, &rule))?;
-    let itl = seconds_flag("slo-itl", &args.slo_itl)?;
+    let itl = mds_simulate::slo::latency(&args.slo_itl)
+        .map_err(|rule| bad_flag("slo-itl", &args.slo_itl, &rule))?;
     if itl <= 0.0 {
         return Err(bad_flag("slo-itl", &args.slo_itl, "it must be positive"));
     }
