@@ -146,12 +146,16 @@ fn report_stalled_guards(pass: &mut Pass, before: &BTreeSet<String>, planner: &P
         let Some(breach) = memory.guard.stalled_at.filter(|_| !before.contains(role)) else {
             continue;
         };
+        let tried = memory
+            .guard
+            .describe_tried()
+            .map_or(String::new(), |t| format!(": {t}"));
         pass.event(
             true,
             "LatencyGuardStalled",
             "Plan",
             format!(
-                "role {role}: two replicas the latency guard added did not lower latency ({breach:.2}x its target); it adds no more and only holds scale-down until latency falls below 1.2x its target, moves by more than 10 %, or the scaler spec changes"
+                "role {role}: two replicas the latency guard added did not lower latency ({breach:.2}x its target); the target is below what this engine reaches at any count{tried}. It adds no more and only holds scale-down until latency falls below 1.2x its target, rises more than 25 % above {breach:.2}x, or the scaler spec changes"
             ),
         );
     }

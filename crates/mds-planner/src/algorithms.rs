@@ -10,7 +10,7 @@ use mds_signals::RoleObservation;
 
 use crate::policy::{PredictivePolicy, TokenPolicy};
 use crate::reason::Reason;
-use crate::state::{GUARD_GROWTH_BREACH, GuardMemory, Kalman, Noise, RoleState};
+use crate::state::{GUARD_GROWTH_BREACH, GuardMemory, Kalman, Noise, RoleState, Tried};
 
 /// An algorithm's answer for one role.
 #[derive(Clone, Debug, PartialEq)]
@@ -209,23 +209,47 @@ struct Breach {
     any: Option<f64>,
     /// The same over the readings with enough observations to grow on.
     solid: Option<f64>,
+    /// The reading behind `solid` and its p95.
+    worst: Option<Tried>,
     /// The fewest observations behind a thin reading that breaches 1.2x, if any.
     thin: Option<f64>,
     /// A reading the kind checks is missing.
     missing: bool,
 }
 
+/// One p95 reading against its target.
+#[derive(Clone, Copy)]
+struct Reading {
+    name: &'static str,
+    milliseconds: f64,
+    breach: f64,
+    observations: Option<f64>,
+}
+
 /// The relative latency breach of a role (D13): the larger of the readings its kind checks
 /// that are present; a count of observations that is unknown counts as enough (D32).
 fn latency_breach(kind: &RoleKind, o: &RoleObservation, token: &TokenPolicy) -> Breach {
-    let reading = |p95: Option<f64>, target: f64, n: Option<f64>| p95.map(|v| (v / target, n));
+    let reading = |name, p95: Option<f64>, target: f64, n: Option<f64>| {
+        p95.map(|ms| Reading {
+            name,
+            milliseconds: ms,
+            breach: ms / target,
+            observations: n,
+        })
+    };
     let ttft = reading(
+        "TTFT",
         o.ttft_milliseconds,
         token.ttft_target_ms,
         o.ttft_observations,
     );
-    let itl = reading(o.itl_milliseconds, token.itl_target_ms, o.itl_observations);
-    let checked: &[Option<(f64, Option<f64>)>] = match kind {
+    let itl = reading(
+        "ITL",
+        o.itl_milliseconds,
+        token.itl_target_ms,
+        o.itl_observations,
+    );
+    let checked: &[Option<Reading>] = match kind {
         RoleKind::Prefill => &[ttft],
         RoleKind::Decode => &[itl],
         RoleKind::Server => &[ttft, itl],
@@ -233,16 +257,24 @@ fn latency_breach(kind: &RoleKind, o: &RoleObservation, token: &TokenPolicy) -> 
     };
     let present = || checked.iter().flatten().copied();
     // A count that is not a number is no count of enough observations.
-    let thin = |n: Option<f64>| n.is_some_and(|n| n.is_nan() || n < MIN_LATENCY_OBSERVATIONS);
+    let thin = |r: &Reading| {
+        r.observations
+            .is_some_and(|n| n.is_nan() || n < MIN_LATENCY_OBSERVATIONS)
+    };
+    let worst_solid = present()
+        .filter(|r| !thin(r))
+        .reduce(|a, b| if b.breach > a.breach { b } else { a });
     Breach {
-        any: present().map(|(b, _)| b).reduce(f64::max),
-        solid: present()
-            .filter(|(_, n)| !thin(*n))
-            .map(|(b, _)| b)
-            .reduce(f64::max),
+        any: present().map(|r| r.breach).reduce(f64::max),
+        solid: worst_solid.map(|r| r.breach),
+        worst: worst_solid.map(|r| Tried {
+            ready: o.ready_replicas,
+            reading: r.name,
+            milliseconds: r.milliseconds,
+        }),
         thin: present()
-            .filter(|(b, n)| thin(*n) && *b > GUARD_GROWTH_BREACH)
-            .filter_map(|(_, n)| n)
+            .filter(|r| thin(r) && r.breach > GUARD_GROWTH_BREACH)
+            .filter_map(|r| r.observations)
             .reduce(f64::min),
         missing: checked.iter().any(Option::is_none),
     }
@@ -271,6 +303,12 @@ fn latency_guard(
     guard.asked = None;
     // Judged on solid readings only, once our last growth is measured.
     let stalled = guard.judge(b.solid, !role.growth_in_flight);
+    if let Some(worst) = b
+        .worst
+        .filter(|_| b.solid.is_some_and(|s| s > GUARD_GROWTH_BREACH))
+    {
+        guard.record_tried(worst);
+    }
     if let Some(solid) = b.solid.filter(|s| *s > GUARD_GROWTH_BREACH && !stalled) {
         // While our own growth is still starting or being measured, hold instead of adding
         // one more every pass (D13, D32).
@@ -288,7 +326,10 @@ fn latency_guard(
     } else if let Some(breach) = b.any.filter(|b| *b > 1.0) {
         let why = match (stalled, b.thin) {
             (true, _) if b.solid.is_some_and(|s| s > GUARD_GROWTH_BREACH) => format!(
-                "; latency at {breach:.2}x target holds scale-down: added capacity did not lower latency (stalled at {:.2}x; released below {GUARD_GROWTH_BREACH}x, on a change of more than 10 % or a spec change)",
+                "; latency at {breach:.2}x target holds scale-down: added capacity did not lower latency, the target is below what this engine reaches at any count ({}; stalled at {:.2}x; released below {GUARD_GROWTH_BREACH}x, on a rise of more than 25 % or a spec change)",
+                guard
+                    .describe_tried()
+                    .unwrap_or_else(|| "no p95 kept".into()),
                 guard.stalled_at.unwrap_or(breach)
             ),
             (_, Some(n)) if b.solid.is_none_or(|s| s <= GUARD_GROWTH_BREACH) => format!(

@@ -120,9 +120,12 @@ pub struct RoleState {
 /// The relative breach under which a stalled guard is released, and above which it asks for
 /// one more replica (D13, D32).
 pub const GUARD_GROWTH_BREACH: f64 = 1.2;
-/// A stalled guard is released when the breach moves by more than this share of the value it
-/// stalled at (D32).
-pub const GUARD_STALL_RELEASE_CHANGE: f64 = 0.1;
+/// A stalled guard is released when the breach rises by more than this share above the value
+/// it stalled at (D32): the load changed. A lower breach still above 1.2x is not news, and p95
+/// readings move by 10 % on noise alone.
+pub const GUARD_STALL_RELEASE_RISE: f64 = 0.25;
+/// Replica counts whose p95 the guard remembers for its stall message (D32).
+pub const GUARD_TRIED_COUNTS: usize = 8;
 /// Guard-driven growths in a row that left the breach no lower before the guard stops (D32).
 pub const GUARD_FUTILE_GROWTHS: u32 = 2;
 
@@ -140,9 +143,20 @@ pub struct GuardMemory {
     /// Guard-driven growths in a row that left the breach no lower.
     pub futile: u32,
     /// The breach at which the guard stopped adding replicas; it only holds scale-down until
-    /// the breach falls below 1.2x, moves by more than 10 % from this value, or the spec
-    /// changes.
+    /// the breach falls below 1.2x, rises more than 25 % above this value, or the spec changes.
     pub stalled_at: Option<f64>,
+    /// The worst solid p95 read at each ready count while the guard was above 1.2x, for the
+    /// stall's message: (ready replicas, which reading, milliseconds), oldest count first.
+    pub tried: [Option<Tried>; GUARD_TRIED_COUNTS],
+}
+
+/// A p95 the latency guard read at one ready count (D32).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tried {
+    pub ready: u32,
+    /// `TTFT` or `ITL`.
+    pub reading: &'static str,
+    pub milliseconds: f64,
 }
 
 impl GuardMemory {
@@ -166,8 +180,8 @@ impl GuardMemory {
             return self.stalled_at.is_some();
         };
         if let Some(stalled) = self.stalled_at {
-            let moved = (breach - stalled).abs() > GUARD_STALL_RELEASE_CHANGE * stalled;
-            if breach < GUARD_GROWTH_BREACH || moved {
+            let rose = breach > (1.0 + GUARD_STALL_RELEASE_RISE) * stalled;
+            if breach < GUARD_GROWTH_BREACH || rose {
                 *self = GuardMemory::default();
             }
         }
@@ -175,6 +189,7 @@ impl GuardMemory {
             // Under the guard's threshold the run of growths is over.
             self.growth_breach = None;
             self.futile = 0;
+            self.tried = Default::default();
             return false;
         }
         if measured && let Some(before) = self.growth_breach.take() {
@@ -184,6 +199,54 @@ impl GuardMemory {
             }
         }
         self.stalled_at.is_some()
+    }
+}
+
+impl GuardMemory {
+    /// Remembers the p95 read at `ready` replicas (the latest reading at a count replaces the
+    /// one before; when every slot is taken the oldest count is forgotten).
+    pub fn record_tried(&mut self, tried: Tried) {
+        if let Some(slot) = self
+            .tried
+            .iter_mut()
+            .flatten()
+            .find(|t| t.ready == tried.ready)
+        {
+            *slot = tried;
+            return;
+        }
+        if let Some(free) = self.tried.iter_mut().find(|t| t.is_none()) {
+            *free = Some(tried);
+            return;
+        }
+        self.tried.rotate_left(1);
+        self.tried[GUARD_TRIED_COUNTS - 1] = Some(tried);
+    }
+
+    /// "p95 ITL 75 ms at 2 ready replicas, 76 ms at 3, 75 ms at 4", by count.
+    pub fn describe_tried(&self) -> Option<String> {
+        let mut tried: Vec<Tried> = self.tried.iter().flatten().copied().collect();
+        tried.sort_by_key(|t| t.ready);
+        let first = tried.first()?;
+        let mut text = format!(
+            "p95 {} {:.0} ms at {} ready replica{}",
+            first.reading,
+            first.milliseconds,
+            first.ready,
+            if first.ready == 1 { "" } else { "s" }
+        );
+        for t in &tried[1..] {
+            let reading = if t.reading == first.reading {
+                String::new()
+            } else {
+                format!("{} ", t.reading)
+            };
+            text.push_str(&format!(
+                ", {reading}{:.0} ms at {}",
+                t.milliseconds, t.ready
+            ));
+        }
+        Some(text)
     }
 }
 

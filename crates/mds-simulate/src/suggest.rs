@@ -46,6 +46,10 @@ pub struct Suggestion {
     pub chosen: Option<Trial>,
     /// The scaler's `spec.algorithm` with the chosen targets, as YAML.
     pub fragment: Option<String>,
+    /// The share of counted requests no count of replicas serves within the SLO (their TTFT
+    /// or decode step on an idle replica is over the objective): attainment cannot pass
+    /// 1 minus it, whatever the setting.
+    pub unattainable_share: f64,
 }
 
 /// Where each role's target sits in `spec.algorithm`, and its value.
@@ -171,7 +175,13 @@ pub(crate) fn scaled(
     Ok((variant, targets))
 }
 
-fn run_factors(case: &Case, factors: &[f64], threads: usize) -> Result<Vec<Trial>, SimError> {
+/// The trials of `factors`, and the share of requests unattainable at any scale (a property
+/// of the trace, the profile and the SLO: the same in every trial).
+fn run_factors(
+    case: &Case,
+    factors: &[f64],
+    threads: usize,
+) -> Result<(Vec<Trial>, f64), SimError> {
     let mut contenders = Vec::new();
     let mut targets = Vec::new();
     for f in factors {
@@ -183,7 +193,15 @@ fn run_factors(case: &Case, factors: &[f64], threads: usize) -> Result<Vec<Trial
         targets.push(t);
     }
     let comparison = compare::compare(case, &contenders, threads, &|_| {})?;
-    Ok(comparison
+    let unattainable_share = comparison.runs.first().map_or(0.0, |run| {
+        let totals = &run.summary.totals;
+        if totals.requests > 0.0 {
+            totals.unattainable / totals.requests
+        } else {
+            0.0
+        }
+    });
+    let trials = comparison
         .rows
         .iter()
         .zip(factors)
@@ -195,7 +213,8 @@ fn run_factors(case: &Case, factors: &[f64], threads: usize) -> Result<Vec<Trial
             gpu_hours: row.gpu_hours,
             violations: row.violations,
         })
-        .collect())
+        .collect();
+    Ok((trials, unattainable_share))
 }
 
 /// The search (module documentation).
@@ -208,7 +227,7 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
         ));
     }
     let grid = [0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6, 8.0];
-    let mut trials = run_factors(case, &grid, threads)?;
+    let (mut trials, unattainable_share) = run_factors(case, &grid, threads)?;
     for _ in 0..3 {
         trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
         let Some(best) = cheapest(&trials, goal) else {
@@ -222,7 +241,7 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
             break;
         }
         let mid = (mid * 1000.0).round() / 1000.0;
-        trials.extend(run_factors(case, &[mid], threads)?);
+        trials.extend(run_factors(case, &[mid], threads)?.0);
     }
     trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
     let chosen = cheapest(&trials, goal).cloned();
@@ -240,6 +259,7 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
         trials,
         chosen,
         fragment,
+        unattainable_share,
     })
 }
 

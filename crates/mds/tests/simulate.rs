@@ -849,3 +849,31 @@ fn the_profile_follows_the_targets_model_and_a_refused_request_says_why() {
         "{stdout}"
     );
 }
+
+#[test]
+fn suggest_says_when_the_slo_is_unattainable_for_a_share_of_requests_at_any_count() {
+    // A 100 ms TTFT: a long prompt's prefill on an idle replica alone takes longer.
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--no-report",
+            "--suggest",
+            "--slo-ttft",
+            "100ms",
+            "--until",
+            "5m",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("cannot meet the SLO at any count of replicas"))
+        .unwrap_or_else(|| panic!("no unattainable line in:\n{stdout}"));
+    assert!(
+        line.contains("below the goal; relax the SLO (for long prompts --slo-ttft BASE+TIME/1k"),
+        "{line}"
+    );
+}

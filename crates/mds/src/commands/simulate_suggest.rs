@@ -123,6 +123,20 @@ fn report(case: &Case, s: &Suggestion) -> String {
                 "\nno setting tried meets {:.1} %: raise the roles' maxReplicas, relax the SLO or lower the goal",
                 s.goal * 100.0
             );
+            if s.unattainable_share > 0.0 {
+                let ceiling = 1.0 - s.unattainable_share;
+                let _ = writeln!(
+                    out,
+                    "  {:.1} % of the requests cannot meet the SLO at any count of replicas (on an idle replica their TTFT or decode step is over the objective): no setting passes {:.1} %{}",
+                    s.unattainable_share * 100.0,
+                    ceiling * 100.0,
+                    if ceiling < s.goal {
+                        ", below the goal; relax the SLO (for long prompts --slo-ttft BASE+TIME/1k or --slo-scale K) or lower the goal"
+                    } else {
+                        ""
+                    }
+                );
+            }
             if let Some(r) = refusals.filter(|r| r.share > 1.0 - s.goal) {
                 let _ = writeln!(
                     out,
