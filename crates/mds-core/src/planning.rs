@@ -80,6 +80,7 @@ pub(crate) fn plan(
         })
         .collect();
     let stalled_before = stalled_guards(planner);
+    let reversals_before = reversals(planner);
     let plan = mds_planner::plan(
         &PlanInput {
             policy: &policy,
@@ -91,6 +92,7 @@ pub(crate) fn plan(
         planner,
     );
     report_stalled_guards(pass, &stalled_before, planner);
+    report_reversals(pass, &reversals_before, planner);
     pass.status.roles = role_statuses(input, view, &plan);
     pass.plan = Some(plan);
     pass.policy = Some(policy.clone());
@@ -138,6 +140,43 @@ fn stalled_guards(planner: &PlannerState) -> BTreeSet<String> {
         .filter(|(_, m)| m.guard.stalled_at.is_some())
         .map(|(name, _)| name.clone())
         .collect()
+}
+
+/// Each role's reversal in force (D33).
+fn reversals(planner: &PlannerState) -> BTreeMap<String, mds_planner::reversal::Reversal> {
+    planner
+        .roles
+        .iter()
+        .filter_map(|(name, m)| Some((name.clone(), m.shrink.reversal?)))
+        .collect()
+}
+
+/// A shrink the latency guard reversed this pass says so once (D33): the hold that follows
+/// and what releases it.
+fn report_reversals(
+    pass: &mut Pass,
+    before: &BTreeMap<String, mds_planner::reversal::Reversal>,
+    planner: &PlannerState,
+) {
+    for (role, reversal) in reversals(planner) {
+        if before.get(&role) == Some(&reversal) {
+            continue;
+        }
+        pass.event(
+            false,
+            "LatencyGuardHold",
+            "Plan",
+            format!(
+                "role {role}: the latency guard reversed our shrink from {} to {}: {}; the role is not planned below {} until demand falls to {:.0} tokens/s, the scaler spec changes, or {}",
+                reversal.from,
+                reversal.to,
+                reversal.describe(),
+                reversal.from,
+                reversal.release_demand(),
+                reversal.until.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            ),
+        );
+    }
 }
 
 /// A latency guard that stopped adding replicas this pass says so once (D32).

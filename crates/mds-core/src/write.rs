@@ -84,6 +84,15 @@ pub(crate) fn commit_vector(
             }
         }
     }
+    if let Some(planner) = memory.planner.as_mut() {
+        // D33: each shrink of ours is watched for a reversal by the latency guard.
+        for (role, (from, to)) in changes.iter().filter(|(_, (a, b))| b < a) {
+            let memory = planner.roles.entry(role.clone()).or_default();
+            memory
+                .shrink
+                .record_shrink(now, *from, *to, memory.stable_demand);
+        }
+    }
     if let Some(record) = protocol::scale_down_record(current, vector) {
         pass.status.last_scale_down = Some(record);
     }

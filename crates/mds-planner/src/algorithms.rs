@@ -301,6 +301,7 @@ fn latency_guard(
     let current = role.current;
     let b = latency_breach(role.kind, o, token);
     guard.asked = None;
+    guard.asked_reading = None;
     // Judged on solid readings only, once our last growth is measured.
     let stalled = guard.judge(b.solid, !role.growth_in_flight);
     if let Some(worst) = b
@@ -318,6 +319,7 @@ fn latency_guard(
             rec.reason = Reason::LatencyGuardScaleUp;
             if one_more > current {
                 guard.asked = Some(solid);
+                guard.asked_reading = b.worst.map(|w| w.reading);
             }
         }
         rec.holds_scale_down = true;
@@ -384,8 +386,9 @@ pub fn token_throughput(
     if o.ready_replicas == 0 {
         return Recommendation::hold(current, Reason::NoReadyReplicas, "no ready replica");
     }
+    state.stable_demand = state.window_mean(now, token.stable_window_seconds);
     let window = |seconds: i64| state.window_mean(now, seconds);
-    let mut rec = match window(token.stable_window_seconds) {
+    let mut rec = match state.stable_demand {
         None => Recommendation::hold(
             current,
             Reason::WaitingForMetrics,

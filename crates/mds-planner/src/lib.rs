@@ -14,6 +14,7 @@ pub mod algorithms;
 pub mod plan;
 pub mod policy;
 pub mod reason;
+pub mod reversal;
 pub mod solver;
 pub mod state;
 

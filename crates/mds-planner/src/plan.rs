@@ -316,6 +316,22 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
                 algorithms::predictive(predictive, &view, demand, memory, now)
             }),
         };
+        if let Some(rec) = recs[i].as_mut()
+            && !matches!(policy.algorithm, AlgorithmPolicy::Proportional { .. })
+        {
+            // D33: a shrink the latency guard reverses is not retried at the same load.
+            let asked = memory
+                .guard
+                .asked
+                .and(memory.guard.asked_reading.or(Some("latency")));
+            memory.shrink.observe(
+                now,
+                policy.scale_down_window_seconds,
+                asked,
+                memory.stable_demand,
+            );
+            memory.shrink.hold(rec);
+        }
     }
     // Coupled roles follow a directly linked role's recommendation through the ratio target,
     // or through the current ratio when the band has no target.

@@ -115,6 +115,10 @@ pub struct RoleState {
     pub growth_ready_at: Option<Timestamp>,
     /// What the latency guard learned from its own growths (D32); in memory only.
     pub guard: GuardMemory,
+    /// The stable-window demand of the last pass, tokens/s (what a shrink was planned on).
+    pub stable_demand: Option<f64>,
+    /// Our shrinks and the guard's reversals of them (D33); in memory only.
+    pub shrink: crate::reversal::ShrinkMemory,
 }
 
 /// The relative breach under which a stalled guard is released, and above which it asks for
@@ -137,6 +141,8 @@ pub struct GuardMemory {
     /// The breach the guard asked for one more replica on in this pass (`None` when the pass's
     /// recommendation is not the guard's); a growth commit of the pass reads it.
     pub asked: Option<f64>,
+    /// The reading (`TTFT` or `ITL`) behind `asked`.
+    pub asked_reading: Option<&'static str>,
     /// The breach at our last guard-driven growth commit, until the first measured reading
     /// after it judges that growth.
     pub growth_breach: Option<f64>,
@@ -363,11 +369,12 @@ pub struct PlannerState {
 
 impl PlannerState {
     /// Notes the spec generation of this pass; a new one releases the latency guards' stalls
-    /// and their counts of futile growths (D32).
+    /// and their counts of futile growths (D32) and the reversals in force (D33).
     pub fn plan_under(&mut self, generation: i64) {
         if self.spec_generation != Some(generation) {
             for role in self.roles.values_mut() {
                 role.guard = GuardMemory::default();
+                role.shrink.release();
             }
             self.spec_generation = Some(generation);
         }

@@ -182,6 +182,14 @@ pub fn replay(
                 .apply_change(change)
                 .map_err(|e| ReplayError(format!("timeline line {}: {e}", entry.line)))?;
         }
+        if let Some(patch) = &entry.scaler {
+            world
+                .edit_scaler(patch)
+                .map_err(|e| ReplayError(format!("timeline line {}: scaler: {e}", entry.line)))?;
+        }
+        if entry.restart {
+            worker = Worker::new(world.key.clone());
+        }
         world.sync_instances(&unadmitted, &terminating, now)?;
         let observations: BTreeMap<String, RoleObservation> = entry
             .roles
@@ -220,7 +228,59 @@ struct ReplayWorld {
     instances: BTreeMap<(String, i32), (Instance, i32)>,
 }
 
+/// Applies a JSON merge patch (RFC 7386): objects merge key by key, `null` removes a key,
+/// anything else replaces.
+fn merge_patch(doc: &mut Value, patch: &Value) {
+    match (doc.as_object_mut(), patch.as_object()) {
+        (Some(doc), Some(patch)) => {
+            for (key, value) in patch {
+                if value.is_null() {
+                    doc.remove(key);
+                } else {
+                    merge_patch(doc.entry(key.clone()).or_insert(Value::Null), value);
+                }
+            }
+        }
+        (None, Some(_)) => {
+            *doc = json!({});
+            merge_patch(doc, patch);
+        }
+        _ => *doc = patch.clone(),
+    }
+}
+
 impl ReplayWorld {
+    /// A user's edit of the scaler's spec: merged, admitted as the webhook would (an invalid
+    /// result is refused naming the field), stored with the next generation.
+    fn edit_scaler(&mut self, patch: &Value) -> Result<(), String> {
+        if !patch.is_object() {
+            return Err("it must be a JSON object, a merge patch onto the scaler's spec".into());
+        }
+        let key = self.key.clone();
+        let stored = self
+            .cluster
+            .get(Kind::Scaler, &key.namespace, &key.name)
+            .ok_or("the scaler is gone")?;
+        let mut doc = stored.clone();
+        merge_patch(&mut doc["spec"], patch);
+        let old: ModelDeploymentScaler = serde_json::from_value(stored)
+            .map_err(|e| format!("the stored scaler does not parse: {e}"))?;
+        let new: ModelDeploymentScaler = serde_json::from_value(doc.clone())
+            .map_err(|e| format!("the patched spec does not parse: {e}"))?;
+        let target = self
+            .cluster
+            .get(Kind::Target, &key.namespace, &self.target)
+            .and_then(|t| serde_json::from_value(t).ok());
+        let report = mds_api::validation::validate_scaler(&new, Some(&old), target.as_ref());
+        if let Some(error) = report.errors.first() {
+            return Err(format!("admission refuses the patched scaler: {error}"));
+        }
+        let generation = doc["metadata"]["generation"].as_i64().unwrap_or(1);
+        doc["metadata"]["generation"] = json!(generation + 1);
+        self.cluster.edit(|e| e.put(Kind::Scaler, doc));
+        Ok(())
+    }
+
     fn new(scaler: &ModelDeploymentScaler, target: Value) -> Result<ReplayWorld, ReplayError> {
         let namespace = scaler
             .metadata

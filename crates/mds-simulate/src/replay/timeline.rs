@@ -42,6 +42,13 @@ pub struct TimelineEntry {
     pub roles: BTreeMap<String, ObservedRole>,
     #[serde(default)]
     pub target: Option<TargetChange>,
+    /// A user's edit of the scaler's spec before this pass: a JSON merge patch (RFC 7386) onto
+    /// `spec`, admitted as the webhook would admit it, moving the generation.
+    #[serde(default)]
+    pub scaler: Option<Value>,
+    /// The operator restarts before this pass: a new process with only what the cluster holds.
+    #[serde(default)]
+    pub restart: bool,
 }
 
 /// A role's observation with the status's field names; an absent field is a missing signal.
