@@ -6,9 +6,10 @@
 //! that tier.
 //!
 //! The search: a geometric grid of factors on each policy's knob (1 is the setting the
-//! scaler's capacity gives it), then, per tier, the gap between the cheapest trial that
-//! reaches the tier and the next trial in the cheaper direction that does not is halved
-//! (geometrically) a few times. Every trial is a whole run with the production code; trials
+//! scaler's capacity gives it), then, per tier, each gap between a trial that reaches the tier
+//! and the next trial in the cheaper direction that does not is halved (geometrically) a few
+//! times, when something cheaper than the best so far can lie in it (attainment need not fall
+//! monotonically with the knob). Every trial is a whole run with the production code; trials
 //! are independent, run on every job, and identical trials (the same scaler spec, or the same
 //! peer and factor) run once. The result is the same for a seed whatever the job count.
 
@@ -516,9 +517,9 @@ fn cheapest(trials: &[Trial], tier: f64) -> Option<&Trial> {
     })
 }
 
-/// The next factors to try: per policy and tier, the geometric middle between the cheapest
-/// trial that reaches the tier and the next larger factor tried, when that one does not reach
-/// it and the two are more than 2 % apart.
+/// The next factors to try: per policy and tier, the geometric middle of each step from a
+/// trial that reaches the tier to the next larger factor tried that does not (more than 2 %
+/// apart), when the one reaching is the cheapest so far or the one missing costs less than it.
 fn refinements(
     tried: &[Vec<(f64, String)>],
     done: &BTreeMap<String, RunReport>,
@@ -532,19 +533,38 @@ fn refinements(
             .collect();
         trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
         for &tier in tiers {
-            let Some(best) = cheapest(&trials, tier) else {
-                continue;
-            };
-            let Some(next) = trials.iter().find(|t| t.factor > best.factor) else {
-                continue;
-            };
-            if next.reaches(tier) || next.factor / best.factor < 1.02 {
-                continue;
+            for mid in brackets(&trials, tier) {
+                if !out.contains(&(i, mid)) {
+                    out.push((i, mid));
+                }
             }
-            let mid = round_factor((best.factor * next.factor).sqrt());
-            if mid > best.factor && mid < next.factor && !out.contains(&(i, mid)) {
-                out.push((i, mid));
-            }
+        }
+    }
+    out
+}
+
+/// The middles to try for `tier` among `trials` sorted by factor: attainment need not fall
+/// monotonically with the knob (a guard can hold a large setting where a middling one flaps),
+/// so every step from a trial that reaches the tier to the next larger factor that does not
+/// (more than 2 % apart) is a bracket, when the one reaching is the cheapest so far or the one
+/// missing costs less than it (something cheaper than the best can lie between).
+fn brackets(trials: &[Trial], tier: f64) -> Vec<f64> {
+    let Some(best) = cheapest(trials, tier) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for pair in trials.windows(2) {
+        let (reach, miss) = (&pair[0], &pair[1]);
+        if !reach.reaches(tier)
+            || miss.reaches(tier)
+            || miss.factor / reach.factor < 1.02
+            || !(std::ptr::eq(reach, best) || miss.gpu_hours < best.gpu_hours)
+        {
+            continue;
+        }
+        let mid = round_factor((reach.factor * miss.factor).sqrt());
+        if mid > reach.factor && mid < miss.factor {
+            out.push(mid);
         }
     }
     out
@@ -598,6 +618,21 @@ mod tests {
         assert_eq!(cheapest(&trials, 0.90).unwrap().factor, 2.0);
         assert!(cheapest(&trials, 0.999).unwrap().factor == 0.5);
         assert!(cheapest(&trials, 1.01).is_none());
+        assert_eq!(brackets(&trials, 0.95), [round_factor(2f64.sqrt())]);
+        assert_eq!(brackets(&trials, 0.90), [round_factor(8f64.sqrt())]);
+        // Not monotonic: the largest setting reaches the tier (held by a guard) and is the
+        // cheapest so far, but the gap after the first reaching one may hold cheaper ones.
+        let bumpy = vec![
+            t(1.0, 0.97, 3.0),
+            t(2.0, 0.93, 1.8),
+            t(4.0, 0.95, 2.1),
+            t(8.0, 0.95, 2.0),
+        ];
+        assert_eq!(cheapest(&bumpy, 0.95).unwrap().factor, 8.0);
+        assert_eq!(brackets(&bumpy, 0.95), [round_factor(2f64.sqrt())]);
+        // A miss that costs more than the best so far brackets nothing cheaper.
+        let dear = vec![t(1.0, 0.97, 1.5), t(2.0, 0.93, 1.8), t(4.0, 0.95, 1.4)];
+        assert!(brackets(&dear, 0.95).is_empty());
         let mut broken = t(3.0, 0.99, 1.5);
         broken.violations = 1;
         assert!(

@@ -85,3 +85,42 @@ fn the_same_scenario_runs_the_same_passes() {
     let b = serde_json::to_string(&run(8)).unwrap();
     assert_eq!(a, b);
 }
+
+/// D9 amended, on the world's pages: after the step the role grows while its backlog drains.
+/// A replica that joins answers with a first sample and no rate window; filled in with its
+/// peers' mean it read more than the role served (27,692 tokens/s read at the pass 3 became
+/// ready, against 18,462 served the pass before). Not filled in, a pass where replicas join
+/// never reads more than the pass before it.
+#[test]
+fn replicas_joining_after_a_step_do_not_inflate_the_demand_read() {
+    let mut sim = Simulation::new(scenario()).unwrap();
+    let mut before: Option<(i32, f64)> = None;
+    let mut joins = 0;
+    for pass in 1..=40 {
+        sim.run_until(start() + SignedDuration::from_secs(15 * pass))
+            .unwrap();
+        let status = sim.scaler_now().and_then(|s| s.status).unwrap_or_default();
+        let Some(role) = status.roles.first() else {
+            continue;
+        };
+        let rate = |q: &Option<mds_api::quantity::Quantity>| {
+            q.as_ref()
+                .and_then(|q| q.value().ok())
+                .map_or(0.0, |d| d.to_f64())
+        };
+        let read = rate(&role.prompt_tokens_per_second) + rate(&role.generation_tokens_per_second);
+        let ready = role.ready_replicas.unwrap_or(0);
+        if let Some((was_ready, was_read)) = before
+            && ready > was_ready
+            && was_read > 0.0
+        {
+            joins += 1;
+            assert!(
+                read <= was_read * 1.02,
+                "pass {pass}: {ready} ready (from {was_ready}) read {read:.0} tokens/s, {was_read:.0} the pass before"
+            );
+        }
+        before = Some((ready, read));
+    }
+    assert!(joins >= 3, "replicas joined {joins} times");
+}
