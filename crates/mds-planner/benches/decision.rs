@@ -66,6 +66,7 @@ fn full_state(now: Timestamp) -> PlannerState {
         q_level: 1.0,
         q_trend: 0.1,
         measurement: 10.0,
+        horizon_seconds: 300.0,
     };
     for (name, base) in [("encode", 0.0), ("prefill", 20_000.0), ("decode", 9_000.0)] {
         let role = state.roles.entry(name.to_string()).or_default();

@@ -443,6 +443,7 @@ pub fn predictive(
         q_level: policy.q_level,
         q_trend: policy.q_trend,
         measurement: policy.measurement_noise,
+        horizon_seconds: policy.horizon_seconds,
     };
     // One update per sampling (D14): a reused sampling is not a new point toward minPoints.
     let observed_at = role.observed_at;

@@ -21,12 +21,31 @@ pub struct Kalman {
     pub updated_at: Timestamp,
 }
 
-/// Noise parameters of the filter.
+/// Noise parameters of the filter, as the spec gives them: `q_level` and `q_trend` are
+/// variances per forecast horizon (D34), `measurement` per observation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Noise {
     pub q_level: f64,
     pub q_trend: f64,
     pub measurement: f64,
+    /// The forecast horizon H, seconds: the one step the process noises are given for.
+    pub horizon_seconds: f64,
+}
+
+impl Noise {
+    /// The process noise of a predict step of `dt` seconds (D34): the level's variance per
+    /// horizon spread over the step, `q_level · dt / H`, and the trend's, a per-horizon
+    /// variance of a per-horizon trend, `q_trend · (dt / H)³`, read per second (the filter
+    /// keeps its trend per second, so divided by `dt²`): `q_trend · dt / H³`. A horizon that
+    /// is not a positive number reads as one second.
+    pub fn per_step(&self, dt: f64) -> (f64, f64) {
+        let h = if self.horizon_seconds.is_finite() && self.horizon_seconds > 0.0 {
+            self.horizon_seconds
+        } else {
+            1.0
+        };
+        (self.q_level * dt / h, self.q_trend * dt / (h * h * h))
+    }
 }
 
 impl Kalman {
@@ -60,10 +79,11 @@ impl Kalman {
         // Predict: x = F x, P = F P Fᵀ + Q with F = [[1, dt], [0, 1]].
         let level = self.level + self.trend * dt;
         let [[p00, p01], [p10, p11]] = self.p;
-        let a00 = p00 + dt * (p10 + p01) + dt * dt * p11 + noise.q_level;
+        let (q_level, q_trend) = noise.per_step(dt);
+        let a00 = p00 + dt * (p10 + p01) + dt * dt * p11 + q_level;
         let a01 = p01 + dt * p11;
         let a10 = p10 + dt * p11;
-        let a11 = p11 + noise.q_trend;
+        let a11 = p11 + q_trend;
         // Update with H = [1, 0].
         let innovation = z - level;
         let s = a00 + noise.measurement;
@@ -393,6 +413,7 @@ mod tests {
         q_level: 1.0,
         q_trend: 0.1,
         measurement: 10.0,
+        horizon_seconds: 300.0,
     };
 
     #[test]
@@ -409,6 +430,75 @@ mod tests {
             k.forecast(300.0)
         );
         assert_eq!(k.sample_count, 41);
+    }
+
+    #[test]
+    fn process_noises_are_per_horizon_spread_over_the_step() {
+        // D34: q_level 1 per 300 s horizon over a 15 s pass is 0.05; q_trend 0.1 per horizon
+        // of a per-horizon trend is 0.1 x (15/300)^3 per pass, read per second: / 15^2.
+        let (level, trend) = NOISE.per_step(15.0);
+        assert!((level - 0.05).abs() < 1e-12, "{level}");
+        let expected = 0.1 * (15.0f64 / 300.0).powi(3) / (15.0 * 15.0);
+        assert!((trend - expected).abs() < 1e-18, "{trend} {expected}");
+        // A horizon that is not a positive number reads as one second, never as a division by 0.
+        let odd = Noise {
+            horizon_seconds: 0.0,
+            ..NOISE
+        };
+        assert_eq!(odd.per_step(15.0), (15.0, 1.5));
+    }
+
+    #[test]
+    fn one_update_by_hand() {
+        // Start at 1000 (P = [[10, 0], [0, 1]]), observe 1100 fifteen seconds later.
+        let mut k = Kalman::start(1000.0, at(0), NOISE);
+        k.update(1100.0, at(15), NOISE);
+        let q = NOISE.per_step(15.0);
+        // Predicted covariance: P00 = 10 + 15^2 x 1 + q_level, P01 = P10 = 15, P11 = 1 + q_trend.
+        let a00 = 10.0 + 225.0 + q.0;
+        let s = a00 + 10.0;
+        let (k0, k1) = (a00 / s, 15.0 / s);
+        assert!(
+            (k.level - (1000.0 + k0 * 100.0)).abs() < 1e-9,
+            "{}",
+            k.level
+        );
+        assert!((k.trend - k1 * 100.0).abs() < 1e-12, "{}", k.trend);
+        assert!((k.p[0][0] - (1.0 - k0) * a00).abs() < 1e-9);
+        assert!((k.p[1][1] - (1.0 + q.1 - k1 * 15.0)).abs() < 1e-12);
+        // The forecast is level + trend (per second) x horizon (D14, D34).
+        assert_eq!(k.forecast(300.0), k.level + k.trend * 300.0);
+    }
+
+    #[test]
+    fn on_a_flat_noisy_load_the_forecast_is_closer_than_the_last_value() {
+        // 5,000 tokens/s with +-25 % uniform noise every 15 s pass (a seeded LCG), forecast
+        // 300 s (20 passes) ahead; with the noises applied per pass (before D34) the forecast
+        // was several times further off than the last value.
+        let mut seed: u64 = 42;
+        let mut noise = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        };
+        let z: Vec<f64> = (0..600).map(|_| 5000.0 * (1.0 + 0.25 * noise())).collect();
+        let mut k = Kalman::start(z[0], at(0), NOISE);
+        let smape = |a: f64, b: f64| (a - b).abs() / ((a.abs() + b.abs()) / 2.0);
+        let (mut forecast, mut last, mut n) = (0.0, 0.0, 0.0);
+        for i in 1..z.len() - 20 {
+            k.update(z[i], at(15 * i as i64), NOISE);
+            if i >= 100 {
+                forecast += smape(k.forecast(300.0), z[i + 20]);
+                last += smape(z[i], z[i + 20]);
+                n += 1.0;
+            }
+        }
+        let (forecast, last) = (forecast / n, last / n);
+        assert!(
+            forecast < 0.8 * last,
+            "forecast sMAPE {forecast:.3} against the last value's {last:.3}"
+        );
     }
 
     #[test]
