@@ -133,11 +133,14 @@ async fn lab_up_serves_kubectl_and_stops_clean_on_sigterm() {
             && listed_text.contains("modeldeploymentscaler.worker.gpustack.ai/vl-serving"),
         "{listed_text}"
     );
-    assert!(
-        output().contains("default/vl-serving: decode ordinal 1 ready"),
-        "events are printed:\n{}",
-        output()
-    );
+    // The lab prints its events as it sees them; its output is read as it comes, so the line
+    // can trail the target's phase by a moment.
+    eventually("the ready event printed", Duration::from_secs(10), || {
+        let printed = output().contains("default/vl-serving: decode ordinal 1 ready");
+        async move { printed.then_some(()) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: events are printed:\n{}", output()));
 
     // SIGTERM: a clean stop, nothing left.
     // SAFETY: a plain signal to our own child.
