@@ -80,14 +80,13 @@ fn role_total(
     (!values.is_empty()).then(|| estimate(values.iter().sum(), values.len(), ready))
 }
 
-/// Sums a window rate over the Pods with windows and scales it to `carried_by` Pods (those
-/// with windows and those that did not answer, D9) by how many Pods have windows:
+/// Sums a window rate over the Pods with windows and scales by how many Pods have windows:
 /// counter children are created on first use, so a windowed Pod without the counter produced
 /// nothing in the window and counts as zero; scaling by the reporters would double a
 /// one-of-two-Pods rate while coverage reads complete.
 fn role_rate(
     windows: &[&PodReading],
-    carried_by: u32,
+    ready: u32,
     f: impl Fn(&crate::samples::PodWindow) -> Option<f64>,
 ) -> Option<f64> {
     let values: Vec<f64> = windows
@@ -97,7 +96,7 @@ fn role_rate(
             f(w).map(|tokens| tokens / w.elapsed_seconds)
         })
         .collect();
-    (!values.is_empty()).then(|| estimate(values.iter().sum(), windows.len(), carried_by))
+    (!values.is_empty()).then(|| estimate(values.iter().sum(), windows.len(), ready))
 }
 
 /// Readings taken before this have expired (D10: three sampling intervals).
@@ -145,14 +144,8 @@ pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
                 .is_some_and(|w| w.prompt_tokens.is_some() || w.generation_tokens.is_some())
         })
         .collect();
-    // D9 amended: only ready Pods that should have a window and did not answer are filled in
-    // with the mean. One that answered without a rate window is joining (it became ready
-    // inside the window, or has served nothing since): the window's load was carried by the
-    // Pods that have one, so it adds nothing.
-    let unanswered = ready.saturating_sub(fresh.len() as u32);
-    let carried_by = windows.len() as u32 + unanswered;
-    let prompt = role_rate(&windows, carried_by, |w| w.prompt_tokens);
-    let generation = role_rate(&windows, carried_by, |w| w.generation_tokens);
+    let prompt = role_rate(&windows, ready, |w| w.prompt_tokens);
+    let generation = role_rate(&windows, ready, |w| w.generation_tokens);
     let ttft = p95_with_observations(
         windows
             .iter()
