@@ -228,27 +228,6 @@ struct ReplayWorld {
     instances: BTreeMap<(String, i32), (Instance, i32)>,
 }
 
-/// Applies a JSON merge patch (RFC 7386): objects merge key by key, `null` removes a key,
-/// anything else replaces.
-fn merge_patch(doc: &mut Value, patch: &Value) {
-    match (doc.as_object_mut(), patch.as_object()) {
-        (Some(doc), Some(patch)) => {
-            for (key, value) in patch {
-                if value.is_null() {
-                    doc.remove(key);
-                } else {
-                    merge_patch(doc.entry(key.clone()).or_insert(Value::Null), value);
-                }
-            }
-        }
-        (None, Some(_)) => {
-            *doc = json!({});
-            merge_patch(doc, patch);
-        }
-        _ => *doc = patch.clone(),
-    }
-}
-
 impl ReplayWorld {
     /// A user's edit of the scaler's spec: merged, admitted as the webhook would (an invalid
     /// result is refused naming the field), stored with the next generation.
@@ -262,7 +241,7 @@ impl ReplayWorld {
             .get(Kind::Scaler, &key.namespace, &key.name)
             .ok_or("the scaler is gone")?;
         let mut doc = stored.clone();
-        merge_patch(&mut doc["spec"], patch);
+        json_patch::merge(&mut doc["spec"], patch);
         let old: ModelDeploymentScaler = serde_json::from_value(stored)
             .map_err(|e| format!("the stored scaler does not parse: {e}"))?;
         let new: ModelDeploymentScaler = serde_json::from_value(doc.clone())
