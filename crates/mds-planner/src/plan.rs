@@ -319,15 +319,12 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
         if let Some(rec) = recs[i].as_mut()
             && !matches!(policy.algorithm, AlgorithmPolicy::Proportional { .. })
         {
-            // D33: a shrink the latency guard reverses is not retried at the same load.
-            let asked = memory
-                .guard
-                .asked
-                .and(memory.guard.asked_reading.or(Some("latency")));
+            // D33: a shrink the latency guard reverses is not retried at the same load. The
+            // guard names its reading whenever it asks for growth.
             memory.shrink.observe(
                 now,
                 policy.scale_down_window_seconds,
-                asked,
+                memory.guard.asked_reading,
                 memory.stable_demand,
             );
             memory.shrink.hold(rec);

@@ -161,7 +161,7 @@ pub struct GuardMemory {
     /// The breach the guard asked for one more replica on in this pass (`None` when the pass's
     /// recommendation is not the guard's); a growth commit of the pass reads it.
     pub asked: Option<f64>,
-    /// The reading (`TTFT` or `ITL`) behind `asked`.
+    /// The reading (`TTFT` or `ITL`) behind `asked`; set exactly when `asked` is.
     pub asked_reading: Option<&'static str>,
     /// The breach at our last guard-driven growth commit, until the first measured reading
     /// after it judges that growth.
