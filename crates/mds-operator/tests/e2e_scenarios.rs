@@ -574,21 +574,8 @@ async fn a_standby_resumes_a_pending_cohort_from_status_and_rolls_back_on_time()
         .started_at
         .unwrap()
         .0;
-    // The leader dies in the middle of the pending cohort.
-    a.kill();
-    eventually("replica b leads", LONG, || async {
-        b.leads().then_some(())
-    })
-    .await
-    .unwrap();
-    // b knows the cohort only from status, and rolls it back pendingTimeoutSeconds after it
-    // was committed, not after it took over.
-    wait_replicas(&scene, "llm", "server", |n| n == 2).await;
-    let waited = jiff::Timestamp::now().duration_since(started).as_secs();
-    assert!(
-        (60..=90).contains(&waited),
-        "rolled back {waited} s after the commit"
-    );
+    // The growth's event is posted after its writes; a crash between the two loses it, which
+    // is not what this test is about, so the leader dies once the event is recorded.
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(scene.client.clone(), &scene.ns);
     let count = |reason: &'static str| {
@@ -605,6 +592,26 @@ async fn a_standby_resumes_a_pending_cohort_from_status_and_rolls_back_on_time()
                 .sum::<i32>()
         }
     };
+    eventually("the growth event", LONG, || async {
+        (count("Scaled").await >= 1).then_some(())
+    })
+    .await
+    .unwrap();
+    // The leader dies in the middle of the pending cohort.
+    a.kill();
+    eventually("replica b leads", LONG, || async {
+        b.leads().then_some(())
+    })
+    .await
+    .unwrap();
+    // b knows the cohort only from status, and rolls it back pendingTimeoutSeconds after it
+    // was committed, not after it took over.
+    wait_replicas(&scene, "llm", "server", |n| n == 2).await;
+    let waited = jiff::Timestamp::now().duration_since(started).as_secs();
+    assert!(
+        (60..=90).contains(&waited),
+        "rolled back {waited} s after the commit"
+    );
     eventually("the rollback event", LONG, || async {
         (count("ResourceExhausted").await >= 1).then_some(())
     })
