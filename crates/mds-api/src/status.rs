@@ -38,6 +38,11 @@ pub struct ModelDeploymentScalerStatus {
     /// The latest scale-down and how its retirement ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_scale_down: Option<LastScaleDown>,
+    /// Roles whose retirements the target keeps aborting, and how long their scale-down
+    /// waits (D35).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub scale_down_refusals: Vec<ScaleDownRefusal>,
     /// Demand history (TokenThroughput) and filter state (Predictive) per role.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
@@ -271,6 +276,34 @@ pub struct LastScaleDown {
     pub aborted_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cooldown_until: Option<Time>,
+}
+
+/// Retirements of one role that ended `Aborted` in a row with no change to the role in the
+/// target spec between them (D35). From the second, the role's scale-down is refused by the
+/// target until `retryAt`.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleDownRefusal {
+    /// The role.
+    pub name: String,
+    /// Retirements of the role aborted in a row.
+    pub aborts: i32,
+    /// The target's reason text for the last abort, as it gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_reason: Option<String>,
+    /// Fingerprint of the role in the target spec (all but its count, and the router) at the
+    /// last abort: a change to it releases the refusal.
+    #[serde(default)]
+    pub role_spec_hash: String,
+    /// Scaler generation at the last abort: a spec change releases the refusal.
+    #[serde(default)]
+    pub scaler_generation: i64,
+    /// While refused, one retry is allowed from this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<Time>,
+    /// The hold `retryAt` was set with: one hour, doubling with each refused retry to one day.
+    #[serde(default)]
+    pub hold_seconds: i64,
 }
 
 /// Demand history and Kalman state of one role.

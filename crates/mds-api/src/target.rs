@@ -147,6 +147,20 @@ impl TargetRole {
         self.kind.clone().unwrap_or(RoleKind::Server)
     }
 
+    /// A stable fingerprint of how the role is served: every field but its count, and the
+    /// router in front of it. Equal fingerprints mean nothing that decides a retirement's
+    /// outcome changed (D35).
+    pub fn serving_fingerprint(&self, router: Option<&Router>) -> String {
+        let role = TargetRole {
+            replicas: None,
+            ..self.clone()
+        };
+        // Serializing our own structs cannot fail; a failure would only weaken the
+        // fingerprint to the router's.
+        let text = serde_json::to_string(&(role, router)).unwrap_or_default();
+        format!("{:016x}", fnv1a(text.as_bytes()))
+    }
+
     /// The desired instance count, with the server-side default of 1.
     pub fn replicas(&self) -> i32 {
         self.replicas.unwrap_or(1)
@@ -429,6 +443,16 @@ impl Workload {
             WorkloadAdmission::Unadmitted
         }
     }
+}
+
+/// FNV-1a over `bytes`: a stable 64-bit hash, the same on every machine and run.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
 }
 
 #[cfg(test)]

@@ -19,7 +19,9 @@ enum Blocked {
         message: String,
     },
     RatioConflict,
-    ScaleDownAborted,
+    /// An aborted retirement's cooldown runs, or the target refuses a role's scale-down
+    /// (D35): what holds and what clears it.
+    ScaleDownAborted(String),
     /// `RebalanceNotApplicable`: no role can donate.
     NoDonor,
     /// `RebalanceBlocked`: a donation breaks bounds or ratios, was attempted, or was given up.
@@ -42,8 +44,12 @@ impl Blocked {
         let episode = episode_reason(pass);
         if plan.roles.iter().any(|r| r.reason == Reason::RatioConflict) {
             Blocked::RatioConflict
+        } else if let Some(refused) = crate::refusals::blocked_message(pass) {
+            Blocked::ScaleDownAborted(refused)
         } else if abort_cooldown_active(&pass.status, pass.now()) {
-            Blocked::ScaleDownAborted
+            Blocked::ScaleDownAborted(
+                "a retirement was aborted and restored; scale-down waits for the cooldown".into(),
+            )
         } else if episode == Some(&RebalanceReason::NotApplicable) {
             Blocked::NoDonor
         } else if episode == Some(&RebalanceReason::Blocked) {
@@ -66,10 +72,7 @@ impl Blocked {
                 "RatioConflict",
                 "no feasible vector was found for a ratio component; it holds its counts".into(),
             ),
-            Blocked::ScaleDownAborted => (
-                "ScaleDownAborted",
-                "a retirement was aborted and restored; scale-down waits for the cooldown".into(),
-            ),
+            Blocked::ScaleDownAborted(message) => ("ScaleDownAborted", message),
             Blocked::NoDonor => (
                 "RebalanceNotApplicable",
                 "the receiver still needs to grow but no role can donate (same instanceType, above its minimum, allowed by rebalance.policy)".into(),

@@ -26,6 +26,7 @@ pub(crate) fn guards(pass: &mut Pass, view: &View, memory: &mut Memory, owner: b
     guards.retirement_active = pass.scale_down_wait.is_some();
     guards.commit_unobserved = !commit_observed(pass, view);
     guards.router_missing = view.router_missing;
+    guards.scale_down_refused = crate::refusals::refused_roles(pass);
     let own_cohort_pending = owner && pass.status.pending_cohort.is_some();
     guards.unadmitted_ordinals = own_cohort_pending || view.unadmitted_anywhere;
     guards

@@ -18,6 +18,7 @@ pub mod rebalance;
 mod reconcile;
 mod records;
 mod recovery;
+mod refusals;
 mod view;
 mod wake;
 mod write;

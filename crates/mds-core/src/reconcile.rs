@@ -11,6 +11,7 @@ use crate::pass::Pass;
 use crate::planning::{plan, report_protocol_write};
 use crate::records;
 use crate::recovery::{recover_lost_commit, resume_kept_records};
+use crate::refusals;
 use crate::view::{Case, View};
 use crate::write::commit_plan;
 use crate::{Input, Memory, Outcome, Write};
@@ -68,6 +69,7 @@ fn plan_only(pass: &mut Pass, view: &View, memory: &mut Memory) {
 fn own(pass: &mut Pass, view: &View, memory: &mut Memory, term: i64) {
     resume_kept_records(pass, view);
     recover_lost_commit(pass, view, term);
+    refusals::settle(pass, view);
     let protocol_write = records::settle(pass, view, term, memory);
     settle_transaction(pass, view);
     let guards = guards(pass, view, memory, true);

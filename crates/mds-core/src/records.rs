@@ -9,6 +9,7 @@ use mds_api::status::{PendingCohort, ReplicaVector, ScaleDownOutcome};
 use crate::episode;
 use crate::pass::Pass;
 use crate::protocol::{self, CohortState, RetirementState};
+use crate::refusals;
 use crate::view::View;
 use crate::write::record_commit;
 use crate::{Memory, Write, WriteKind};
@@ -95,12 +96,16 @@ fn restore(pass: &mut Pass, view: &View, term: i64) -> Option<Write> {
         .retirement
         .map(|r| format!("{}/{}", r.role_name, r.replica_ordinal))
         .unwrap_or_else(|| last.role.clone());
+    let aborted_role = view.retirement.map_or(last.role.as_str(), |r| &r.role_name);
+    let target_reason = view.retirement.and_then(|r| r.reason.as_deref());
+    let refused = refusals::record_abort(pass, view, aborted_role, target_reason)
+        .map_or(String::new(), |words| format!("; {words}"));
     pass.event(
         true,
         "ScaleDownAborted",
         WriteKind::Restore.action(),
         format!(
-            "the retirement of {aborted} was aborted; restored {}; scale-down waits {cooldown} s",
+            "the retirement of {aborted} was aborted; restored {}; scale-down waits {cooldown} s{refused}",
             restored.join(", ")
         ),
     );

@@ -44,6 +44,8 @@ pub struct Guards {
     pub unadmitted_ordinals: bool,
     /// Target roles without bounds in the scaler: planning stops with `BoundsConflict`.
     pub unbounded_target_roles: Vec<String>,
+    /// Roles whose retirements the target keeps aborting: no scale-down of them (D35).
+    pub scale_down_refused: Vec<String>,
 }
 
 /// Everything one pass needs.
@@ -71,6 +73,7 @@ pub enum Guard {
     DecodePostScaleUpGrace,
     UnadmittedOrdinals,
     ExhaustionBackoff,
+    ScaleDownRefused,
 }
 
 impl fmt::Display for Guard {
@@ -87,6 +90,9 @@ impl fmt::Display for Guard {
             Guard::AbortCooldown => "an aborted retirement's cooldown is running",
             Guard::DecodePostScaleUpGrace => "the decode post-scale-up grace is running",
             Guard::UnadmittedOrdinals => "an added replica is not admitted yet",
+            Guard::ScaleDownRefused => {
+                "the target aborted this role's last retirements; Blocked says until when"
+            }
             Guard::ExhaustionBackoff => {
                 "a scale-up of this pool was rolled back; growth waits pendingTimeoutSeconds"
             }
@@ -502,6 +508,9 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
         .is_some_and(|until| now < until)
     {
         guards.push(Guard::AbortCooldown);
+    }
+    if input.guards.scale_down_refused.contains(&role.name) {
+        guards.push(Guard::ScaleDownRefused);
     }
     if role.kind == RoleKind::Decode
         && memory

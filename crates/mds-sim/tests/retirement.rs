@@ -212,6 +212,32 @@ fn prefill_and_decode_instances_are_refused_outright() {
 }
 
 #[test]
+fn a_gpustack_that_completes_disaggregated_retirements_retires_them() {
+    let config = mds_sim::WorldConfig {
+        abort_disaggregated_retirements: false,
+        ..mds_sim::WorldConfig::default()
+    };
+    let mut world = World::new(config, t(0)).unwrap();
+    let k = world
+        .apply_deployment(target(
+            "pd",
+            "SGLang",
+            true,
+            &[("prefill", "Prefill", 2, 1), ("decode", "Decode", 2, 1)],
+        ))
+        .unwrap();
+    world.advance_to(t(10)).unwrap();
+    set_replicas(&mut world, &k, "decode", 1);
+    let states = retirement_states(&mut world, &k, t(200));
+    assert!(
+        !states.iter().flatten().any(|s| s == "Aborted"),
+        "{states:?}"
+    );
+    assert_eq!(states.last(), Some(&None), "{states:?}");
+    assert_eq!(role_status(&world, &k, "decode").ready, Some(1));
+}
+
+#[test]
 fn a_restarted_member_aborts_the_retirement() {
     let (mut world, k) = serving(true, "vLLM");
     // Restarted before: refused at once.

@@ -64,6 +64,35 @@ pub struct RunOptions {
     /// Threads for work that splits (the engine's curves); the output is the same whatever
     /// the number.
     pub jobs: usize,
+    /// What the stand-in GPUStack does with a Prefill/Decode retirement.
+    pub pd_retirements: PdRetirements,
+}
+
+/// What the stand-in GPUStack does with a Prefill/Decode retirement (`--pd-retirements`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PdRetirements {
+    /// Aborts it outright, as the GPUStack revisions examined do.
+    #[default]
+    Abort,
+    /// Completes it, as the spec describes.
+    Complete,
+}
+
+impl PdRetirements {
+    pub fn parse(text: &str) -> Option<PdRetirements> {
+        match text {
+            "abort" => Some(PdRetirements::Abort),
+            "complete" => Some(PdRetirements::Complete),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PdRetirements::Abort => "abort",
+            PdRetirements::Complete => "complete",
+        }
+    }
 }
 
 impl RunOptions {
@@ -81,6 +110,7 @@ impl RunOptions {
             faults: Vec::new(),
             goal: 0.95,
             jobs: 1,
+            pd_retirements: PdRetirements::Abort,
         }
     }
 
@@ -109,6 +139,10 @@ pub struct Inputs {
     pub slo: Slo,
     pub duration_seconds: f64,
     pub version: String,
+    /// `complete` when the stand-in GPUStack completes Prefill/Decode retirements
+    /// (`--pd-retirements complete`); absent for the default, which aborts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pd_retirements: Option<&'static str>,
 }
 
 /// What the demand alone allows at an attainment goal (module `oracle`): GPU-hours of static
@@ -254,6 +288,8 @@ pub fn run_with(
         slo: options.slo,
         duration_seconds: 0.0,
         version: env!("CARGO_PKG_VERSION").to_string(),
+        pd_retirements: (options.pd_retirements != PdRetirements::default())
+            .then_some(options.pd_retirements.as_str()),
     };
     let start = start();
     let scenario = scenario(scaler, target, trace, options)?;
@@ -331,6 +367,7 @@ pub fn scenario(
     Ok(Scenario {
         config: WorldConfig {
             seed: options.seed,
+            abort_disaggregated_retirements: options.pd_retirements == PdRetirements::Abort,
             ..WorldConfig::default()
         },
         start: start(),

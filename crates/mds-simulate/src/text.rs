@@ -166,14 +166,15 @@ pub fn summary(report: &RunReport, requests: usize) -> String {
     );
     let _ = writeln!(
         out,
-        "  world: {} ({}), {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}",
+        "  world: {} ({}), {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}{}",
         i.profile,
         i.profile_why,
         i.engine.as_str(),
         i.router,
         i.cold_start_seconds,
         i.cold_start_spread * 100.0,
-        i.seed
+        i.seed,
+        stand_in_note(i)
     );
     let row = |out: &mut String, label: &str, value: String| {
         let _ = writeln!(out, "  {label:<20}{value}");
@@ -355,7 +356,7 @@ pub fn comparison(c: &Comparison, load: &str, requests: usize, quota: &str) -> S
     );
     let _ = writeln!(
         out,
-        "  world: {} ({}), {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}, quota {}",
+        "  world: {} ({}), {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}, quota {}{}",
         i.profile,
         i.profile_why,
         i.engine.as_str(),
@@ -363,7 +364,8 @@ pub fn comparison(c: &Comparison, load: &str, requests: usize, quota: &str) -> S
         c.cold_start_seconds,
         i.cold_start_spread * 100.0,
         i.seed,
-        if quota.is_empty() { "unlimited" } else { quota }
+        if quota.is_empty() { "unlimited" } else { quota },
+        stand_in_note(i)
     );
     refused_line(&mut out, i);
     let per_replica: Vec<String> = c
@@ -477,7 +479,7 @@ pub fn frontier(f: &crate::frontier::Frontier, load: &str, requests: usize, quot
     );
     let _ = writeln!(
         out,
-        "  world: {} ({}), {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}, quota {}",
+        "  world: {} ({}), {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}, quota {}{}",
         inputs.profile,
         inputs.profile_why,
         inputs.engine.as_str(),
@@ -485,7 +487,8 @@ pub fn frontier(f: &crate::frontier::Frontier, load: &str, requests: usize, quot
         f.cold_start_seconds,
         inputs.cold_start_spread * 100.0,
         inputs.seed,
-        if quota.is_empty() { "unlimited" } else { quota }
+        if quota.is_empty() { "unlimited" } else { quota },
+        stand_in_note(inputs)
     );
     refused_line(&mut out, inputs);
     let _ = writeln!(
@@ -690,4 +693,10 @@ fn fluid_caveat(engine: crate::run::EngineModel) -> &'static str {
         }
         crate::run::EngineModel::Request => "",
     }
+}
+
+/// What the world line adds when the stand-in GPUStack departs from the revisions examined.
+fn stand_in_note(i: &Inputs) -> String {
+    i.pd_retirements
+        .map_or(String::new(), |p| format!(", P/D retirements {p}"))
 }

@@ -80,6 +80,11 @@ pub struct WorldConfig {
     /// Older operator revisions read every member while draining and never see idle on
     /// non-serving ones: retirements of `size > 1` instances abort.
     pub abort_multi_member_retirements: bool,
+    /// The GPUStack revisions examined abort every Prefill/Decode retirement outright ("a
+    /// disaggregated replica has no verifiable decoder-side release"); `false` plays a
+    /// GPUStack that completes them as the spec describes. Our scaler must be right with
+    /// either (D35).
+    pub abort_disaggregated_retirements: bool,
     /// Non-leader members of an instance carry `prometheus.io/*` annotations too (they serve
     /// no page either way: leader-served parallelism).
     pub annotate_non_leaders: bool,
@@ -105,6 +110,7 @@ impl Default for WorldConfig {
             settle_delay: SignedDuration::from_secs(1),
             budgets: RetirementBudgets::default(),
             abort_multi_member_retirements: false,
+            abort_disaggregated_retirements: true,
             annotate_non_leaders: false,
             default_role: RoleSettings::default(),
             first_ip_slot: 0,

@@ -195,14 +195,7 @@ pub(crate) fn pod_group_name(
     format!("gpustack-fnv64-{:016x}", fnv1a(text.as_bytes()))
 }
 
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        hash ^= *b as u64;
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
+pub(crate) use mds_api::target::fnv1a;
 
 /// A member Pod's name: `<md>-<role>-r<ordinal>-m<member>` above `size: 1`; at `size: 1` a
 /// `generateName` of `<md>-<role>-` (cut to 58 characters) plus five characters from the

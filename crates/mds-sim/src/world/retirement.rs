@@ -91,7 +91,8 @@ pub(crate) fn start(dep: &mut Deployment, role: &str, ordinal: u32, ctx: &mut Ct
     let instance = dep.instance_mut(role, ordinal);
     let (member_uids, workload_uid, refusal) = match instance {
         Some(i) => {
-            let refusal = if matches!(i.shape.kind, RoleKind::Prefill | RoleKind::Decode) {
+            let disaggregated = matches!(i.shape.kind, RoleKind::Prefill | RoleKind::Decode);
+            let refusal = if disaggregated && ctx.config.abort_disaggregated_retirements {
                 Some("a disaggregated replica has no verifiable decoder-side release")
             } else if i.restarted() {
                 Some("a target member's container has restarted")

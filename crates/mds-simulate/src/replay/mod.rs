@@ -71,6 +71,9 @@ pub struct WriteReport {
 pub struct ConditionReport {
     pub status: String,
     pub reason: String,
+    /// The condition's message, for tests (the output shows status and reason).
+    #[serde(skip)]
+    pub message: String,
 }
 
 /// Why a replay cannot run.
@@ -487,14 +490,27 @@ fn workload(name: &str, admitted: bool) -> Value {
     })
 }
 
+/// Each role's edit as the JSON the target's field takes.
+fn to_values<T: serde::Serialize>(edits: &BTreeMap<String, T>) -> Vec<(String, Value)> {
+    edits
+        .iter()
+        .map(|(role, edit)| (role.clone(), json!(edit)))
+        .collect()
+}
+
 /// Applies a timeline entry's change to the target document.
 fn change_target(doc: &mut Value, change: &TargetChange) -> Result<(), ReplayError> {
-    if let Some(replicas) = &change.replicas {
+    let edits = [
+        ("replicas", change.replicas.as_ref().map(to_values)),
+        ("extraArgs", change.extra_args.as_ref().map(to_values)),
+    ];
+    for (field, edit) in edits {
+        let Some(edit) = edit else { continue };
         let roles = doc
             .pointer_mut("/spec/roles")
             .and_then(Value::as_array_mut)
             .ok_or_else(|| ReplayError("the target has no spec.roles".into()))?;
-        for (name, count) in replicas {
+        for (name, value) in edit {
             let role = roles
                 .iter_mut()
                 .find(|r| r["name"] == json!(name))
@@ -503,7 +519,7 @@ fn change_target(doc: &mut Value, change: &TargetChange) -> Result<(), ReplayErr
                         "the timeline edits role {name:?}, which the target does not have"
                     ))
                 })?;
-            role["replicas"] = json!(count);
+            role[field] = value;
         }
     }
     if let Some(retirement) = &change.retirement {
@@ -515,8 +531,12 @@ fn change_target(doc: &mut Value, change: &TargetChange) -> Result<(), ReplayErr
         let status = object.entry("status").or_insert(json!({}));
         match retirement {
             Some(r) => {
-                status["retirement"] =
-                    json!({"roleName": r.role, "replicaOrdinal": r.ordinal, "state": r.state})
+                let mut retirement =
+                    json!({"roleName": r.role, "replicaOrdinal": r.ordinal, "state": r.state});
+                if let Some(reason) = &r.reason {
+                    retirement["reason"] = json!(reason);
+                }
+                status["retirement"] = retirement;
             }
             None => {
                 if let Some(s) = status.as_object_mut() {
@@ -561,6 +581,7 @@ fn report(t: f64, outcome: &Outcome, rejected: bool) -> PassReport {
                 ConditionReport {
                     status: c.status.clone(),
                     reason: c.reason.clone(),
+                    message: c.message.clone(),
                 },
             )
         })

@@ -162,9 +162,13 @@ pub struct TargetChange {
     /// Ordinals whose Pods stay behind Terminating (on a lost node, say) with no Workload,
     /// per role (replaces the previous list of that role).
     pub terminating: Option<BTreeMap<String, Vec<i32>>>,
-    /// A retirement in progress (`{role, ordinal, state}`), or `null` when it is gone.
+    /// A retirement in progress (`{role, ordinal, state, reason}`), or `null` when it is gone.
     #[serde(default, deserialize_with = "present")]
     pub retirement: Option<Option<RetirementChange>>,
+    /// Someone's edit of a role's engine arguments (`spec.roles[].extraArgs`), per role
+    /// (replaces the role's list): a change of how the role is served.
+    #[serde(rename = "extraArgs")]
+    pub extra_args: Option<BTreeMap<String, Vec<String>>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -173,6 +177,8 @@ pub struct RetirementChange {
     pub role: String,
     pub ordinal: i32,
     pub state: String,
+    /// GPUStack's free-text reason.
+    pub reason: Option<String>,
 }
 
 /// Tells a present `null` (Some(None)) from an absent field (None).
@@ -319,17 +325,23 @@ fn expected(path: &[String]) -> String {
         [.., "signalState"] => "one of Fresh, Idle, Missing or Stale".into(),
         [.., "kvCacheUsage"] => "a number from 0 to 1".into(),
         ["roles", _, _] => "a number, 0 or more".into(),
-        ["target"] => "an object with replicas, unadmitted, terminating or retirement".into(),
-        ["target", "replicas" | "unadmitted" | "terminating"] => {
-            "an object keyed by role name".into()
+        ["target"] => {
+            "an object with replicas, unadmitted, terminating, retirement or extraArgs".into()
         }
+        [
+            "target",
+            "replicas" | "unadmitted" | "terminating" | "extraArgs",
+        ] => "an object keyed by role name".into(),
         ["target", "replicas", _] => format!("a whole number from 0 to {MAX_REPLICAS}"),
         ["target", "unadmitted" | "terminating", _] => "a list of ordinals".into(),
         ["target", "unadmitted" | "terminating", _, _] | ["target", "retirement", "ordinal"] => {
             format!("an ordinal: a whole number from 0 to {}", MAX_REPLICAS - 1)
         }
-        ["target", "retirement"] => "an object {role, ordinal, state}, or null".into(),
+        ["target", "extraArgs", _] => "a list of engine arguments".into(),
+        ["target", "extraArgs", _, _] => "an engine argument (a string)".into(),
+        ["target", "retirement"] => "an object {role, ordinal, state, reason}, or null".into(),
         ["target", "retirement", "role"] => "a role name".into(),
+        ["target", "retirement", "reason"] => "GPUStack's reason text (a string)".into(),
         ["target", "retirement", "state"] => format!("one of {}", or_list(&RETIREMENT_STATES)),
         _ => "a value of the documented form".into(),
     }
@@ -513,6 +525,10 @@ pub fn check_roles(
             (
                 "target.terminating",
                 change.terminating.as_ref().map(|m| m.keys().collect()),
+            ),
+            (
+                "target.extraArgs",
+                change.extra_args.as_ref().map(|m| m.keys().collect()),
             ),
         ] {
             if let Some(name) = names.into_iter().flatten().find(|n| !roles.contains(*n)) {

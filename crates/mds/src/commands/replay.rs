@@ -126,7 +126,11 @@ fn write_text(out: &mut String, reports: &[PassReport]) {
             let _ = writeln!(out, "  write: {} {vector} term {}{refused}", w.kind, w.term);
         }
         for (kind, c) in &r.conditions {
-            let changed = previous.is_none_or(|p| p.conditions.get(kind) != Some(c));
+            let changed = previous.is_none_or(|p| {
+                p.conditions
+                    .get(kind)
+                    .is_none_or(|was| (&was.status, &was.reason) != (&c.status, &c.reason))
+            });
             if changed {
                 let _ = writeln!(out, "  {kind}={} ({})", c.status, c.reason);
             }

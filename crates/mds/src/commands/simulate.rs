@@ -13,7 +13,7 @@ use mds_api::target::ModelDeployment;
 use mds_sim::Router;
 use mds_sim::load::{Synthetic, Trace, parse_seconds};
 use mds_simulate::profile::{DEFAULT_PROFILE, profile, profiles};
-use mds_simulate::run::{EngineModel, RunOptions, run};
+use mds_simulate::run::{EngineModel, PdRetirements, RunOptions, run};
 use mds_simulate::slo::{ItlReading, Slo};
 
 use super::inputs::{Admitted, Stop, UNUSABLE, admitted, documents, unusable};
@@ -160,6 +160,10 @@ pub struct Args {
     /// each instance type at 80 % of the GPUs static peak would hold.
     #[arg(long, value_name = "TYPE=GPUS")]
     pub quota: Vec<String>,
+    /// What the stand-in GPUStack does with a Prefill/Decode retirement: abort (the GPUStack
+    /// revisions examined refuse them outright) or complete (as the spec describes).
+    #[arg(long, value_name = "abort|complete", default_value = "abort")]
+    pub pd_retirements: String,
     /// Inject a fault into our scaler's run, `KIND:key=value,...` (repeatable; not with a
     /// comparison). Windows take from=TIME,until=TIME (default: the whole run), shares
     /// rate=0.1 (default 1), draws follow --seed. Kinds: api-conflict, api-unavailable
@@ -394,6 +398,13 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
         };
         options.quota.insert(instance_type.to_string(), Some(gpus));
     }
+    options.pd_retirements = PdRetirements::parse(&args.pd_retirements).ok_or_else(|| {
+        bad_flag(
+            "pd-retirements",
+            &args.pd_retirements,
+            "it must be abort or complete",
+        )
+    })?;
     options.faults = super::simulate_faults::parse(&args.fault)?;
     if !(args.goal.is_finite() && args.goal > 0.0 && args.goal <= 100.0) {
         return Err(bad_flag(

@@ -43,6 +43,10 @@ pub struct Args {
     /// (`--data-parallel-size` in the role's `extraArgs`) every member serves its own engine.
     #[arg(long)]
     annotate_every_member: bool,
+    /// What the stand-in GPUStack does with a Prefill/Decode retirement: abort (the GPUStack
+    /// revisions examined refuse them outright) or complete (as the scaling spec describes).
+    #[arg(long, value_name = "abort|complete", default_value = "abort", value_parser = ["abort", "complete"])]
+    pd_retirements: String,
     /// Check the arguments and the trace files, print what would start, and exit.
     #[arg(long)]
     dry_run: bool,
@@ -90,6 +94,7 @@ struct Plan {
     cold_start: u16,
     profile: mds_sim::profile::Profile,
     annotate_every_member: bool,
+    complete_pd_retirements: bool,
 }
 
 impl Plan {
@@ -118,6 +123,7 @@ impl Plan {
             quotas,
             cold_start: args.cold_start,
             annotate_every_member: args.annotate_every_member,
+            complete_pd_retirements: args.pd_retirements == "complete",
         })
     }
 
@@ -142,6 +148,9 @@ impl Plan {
         ));
         if self.annotate_every_member {
             out.push_str("scrape annotations: on every member\n");
+        }
+        if self.complete_pd_retirements {
+            out.push_str("Prefill/Decode retirements: completed\n");
         }
         out
     }
@@ -208,6 +217,7 @@ async fn serve(plan: Plan) -> Result<(), String> {
     world.default_role.engine = plan.profile.fluid;
     world.default_role.request_profile = plan.profile.request;
     world.annotate_non_leaders = plan.annotate_every_member;
+    world.abort_disaggregated_retirements = !plan.complete_pd_retirements;
     let options = LabOptions {
         standin: StandInOptions {
             world,
