@@ -58,7 +58,7 @@ impl Blocked {
             Blocked::ResourceExhausted(exhausted_message(pass))
         } else if let Some(message) = &pass.refused {
             Blocked::RefusedCommit(crate::failed_write::held_commit(message))
-        } else if plan.pacing_bounded() {
+        } else if plan.pacing_bounded() || pass.retirement_stuck.is_some() {
             Blocked::PacingBounded(pacing_message(pass, plan))
         } else {
             Blocked::Ready
@@ -161,9 +161,13 @@ fn pacing_message(pass: &Pass, plan: &Plan) -> String {
             format!("{} ({})", r.name, limits.join("; "))
         })
         .collect();
-    let mut message = format!("held by pacing or guards: {}", held.join(", "));
     let guard = Limit::Guard(Guard::RetirementActive);
     let retirement_hold = plan.roles.iter().any(|r| r.limits.contains(&guard));
+    // D36: a stuck retirement is reported whether or not a role wants to shrink now.
+    let mut message = match (&pass.retirement_stuck, held.is_empty()) {
+        (Some(stuck), true) => stuck.clone(),
+        _ => format!("held by pacing or guards: {}", held.join(", ")),
+    };
     if let Some(wait) = pass.scale_down_wait.as_deref().filter(|_| retirement_hold) {
         message.push_str(&format!("; scale-down waits for {wait}"));
     }

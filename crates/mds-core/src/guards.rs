@@ -81,12 +81,17 @@ fn commit_observed(pass: &Pass, view: &View) -> bool {
 /// the Workload API its Pods; GPUStack retires one ordinal at a time). The latter holds
 /// `pendingTimeoutSeconds` from the first pass that sees it at most, so a Pod stuck
 /// Terminating on a lost node does not hold scale-down for ever.
-fn scale_down_wait(pass: &Pass, view: &View, memory: &mut Memory) -> Option<String> {
+fn scale_down_wait(pass: &mut Pass, view: &View, memory: &mut Memory) -> Option<String> {
     if let Some(r) = view.retirement {
         memory.retirement_gap = None;
         let release = if r.is_aborted() {
+            memory.retirement_phase = None;
             "which stays until its replica is adopted (its count raised again) or retried"
         } else {
+            pass.retirement_stuck = stuck_retirement(pass, view, r, memory);
+            if let Some(stuck) = &pass.retirement_stuck {
+                return Some(stuck.clone());
+            }
             "which GPUStack clears when it is done"
         };
         return Some(format!(
@@ -94,6 +99,7 @@ fn scale_down_wait(pass: &Pass, view: &View, memory: &mut Memory) -> Option<Stri
             r.role_name, r.replica_ordinal, r.state
         ));
     }
+    memory.retirement_phase = None;
     let state = pass
         .status
         .last_scale_down
@@ -132,6 +138,87 @@ fn scale_down_wait(pass: &Pass, view: &View, memory: &mut Memory) -> Option<Stri
     );
     memory.retirement_gap = Some(gap);
     (now < until).then_some(message)
+}
+
+/// GPUStack's budget for a retirement phase in `state` (TARGET.md section 5): withdrawal 30 s,
+/// drain 240 s, settle 30 s; `Deleting` has none of its own (nothing aborts from there), so
+/// the whole operation's 300 s stands for it and for any state we do not know.
+fn phase_budget_seconds(state: &str) -> i64 {
+    match state {
+        "Admitted" | "Disqualified" | "Settling" => 30,
+        "Withdrawing" => 0,
+        "Draining" => 240,
+        _ => 300,
+    }
+}
+
+/// D36: the reported retirement has stood in one phase for `pendingTimeoutSeconds` past the
+/// phase's budget (a Pod that never goes: a finalizer, a lost node). Scale-down keeps waiting
+/// for it, as the spec's guard says; this names the ordinal, the phase and the Pods to look
+/// at, and emits `RetirementStuck` once. The phase is timed from its `phaseStartedAt` (capped
+/// by the retirement's `deadline`), else from the first pass that saw it.
+fn stuck_retirement(
+    pass: &mut Pass,
+    view: &View,
+    r: &mds_api::target::Retirement,
+    memory: &mut Memory,
+) -> Option<String> {
+    let now = pass.now();
+    let same = |p: &crate::RetirementPhase| {
+        p.role == r.role_name && p.ordinal == r.replica_ordinal && p.state == r.state
+    };
+    let mut phase = memory
+        .retirement_phase
+        .take()
+        .filter(|p| same(p) && p.since <= now)
+        .unwrap_or_else(|| crate::RetirementPhase {
+            role: r.role_name.clone(),
+            ordinal: r.replica_ordinal,
+            state: r.state.clone(),
+            since: r
+                .phase_started_at
+                .as_ref()
+                .map(|t| t.0)
+                .filter(|t| *t <= now)
+                .unwrap_or(now),
+            warned: false,
+        });
+    let budget_end = phase.since + SignedDuration::from_secs(phase_budget_seconds(&r.state));
+    let phase_end = r
+        .deadline
+        .as_ref()
+        .map(|d| d.0)
+        .filter(|d| *d >= phase.since)
+        .map_or(budget_end, |d| d.min(budget_end));
+    let timeout = pass.input.scaler.spec.pending_timeout_seconds();
+    let stuck = now >= phase_end + SignedDuration::from_secs(timeout);
+    let words = stuck.then(|| {
+        let pods = view
+            .target
+            .pod_names
+            .get(&(r.role_name.clone(), r.replica_ordinal))
+            .filter(|names| !names.is_empty())
+            .map_or("its Workload (no Pod of it is left)".to_string(), |names| {
+                format!("Pod {}", names.join(", "))
+            });
+        format!(
+            "the retirement of {}/{} has stood in {} since {} ({} s past its phase budget): look at \
+             {pods} (a finalizer or a lost node can keep it); scale-down waits while it stands",
+            r.role_name,
+            r.replica_ordinal,
+            r.state,
+            phase.since,
+            (now - phase_end).get_seconds()
+        )
+    });
+    if let Some(words) = &words
+        && !phase.warned
+    {
+        phase.warned = true;
+        pass.event(true, "RetirementStuck", "Plan", words.clone());
+    }
+    memory.retirement_phase = Some(phase);
+    words
 }
 
 /// D13, D32: our own growth of `role` is in flight while an ordinal our last growth commit

@@ -63,6 +63,9 @@ pub struct Target<'a> {
     /// API is not served: then a removed instance is gone when its Pods are (D5, amended in
     /// docs/DESIGN.md).
     pub workloads: Option<BTreeSet<(String, i32)>>,
+    /// The names of the Pods of each (role, ordinal), terminating ones included, sorted: the
+    /// Pods to look at when a retirement is stuck (D36).
+    pub pod_names: BTreeMap<(String, i32), Vec<String>>,
     /// (role, ordinal) pairs whose instance is ready: every member Pod present and Ready
     /// (D13: our growth is in flight while an ordinal it added is not here).
     pub ready_ordinals: BTreeSet<(String, i32)>,
@@ -122,6 +125,21 @@ pub struct Memory {
     pub growth_backoff: Option<GrowthBackoff>,
     /// A removed instance of our last scale-down seen without a retirement record.
     pub retirement_gap: Option<RetirementGap>,
+    /// The phase the reported retirement stands in, since when, and whether it was reported
+    /// stuck (D36).
+    pub retirement_phase: Option<RetirementPhase>,
+}
+
+/// A retirement reported in one phase: which, since when (its `phaseStartedAt`, else the
+/// first pass that saw it there) and whether the `RetirementStuck` event was emitted. Kept
+/// in memory only: after a restart a retirement still stuck is reported once more.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetirementPhase {
+    pub role: String,
+    pub ordinal: i32,
+    pub state: String,
+    pub since: Timestamp,
+    pub warned: bool,
 }
 
 /// A removed instance of our last scale-down that is still there while no retirement is

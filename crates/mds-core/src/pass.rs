@@ -21,6 +21,9 @@ pub(crate) struct Pass<'a> {
     pub(crate) refused: Option<String>,
     /// What a retirement hold on scale-down waits for, in words.
     pub(crate) scale_down_wait: Option<String>,
+    /// The reported retirement stands in one phase past its budget and
+    /// `pendingTimeoutSeconds` (D36): what to look at, in words.
+    pub(crate) retirement_stuck: Option<String>,
 }
 
 impl<'a> Pass<'a> {
@@ -37,6 +40,7 @@ impl<'a> Pass<'a> {
             policy: None,
             refused: None,
             scale_down_wait: None,
+            retirement_stuck: None,
         }
     }
 

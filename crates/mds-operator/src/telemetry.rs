@@ -79,6 +79,8 @@ pub struct Telemetry {
     pub lease_healthy: AtomicBool,
     /// Worker tasks that panicked outside a pass and were started again.
     pub worker_restarts: Counter,
+    /// Retirements reported stuck in one phase (D36), once each.
+    pub stuck_retirements: Counter,
 }
 
 impl Default for Telemetry {
@@ -111,6 +113,7 @@ impl Telemetry {
             ready: AtomicBool::new(false),
             lease_healthy: AtomicBool::new(true),
             worker_restarts: Counter::default(),
+            stuck_retirements: Counter::default(),
             registry: Registry::default(),
         };
         registry.register("passes", "Scaler passes run", t.passes.clone());
@@ -187,6 +190,11 @@ impl Telemetry {
             "Worker tasks that panicked outside a pass and were started again",
             t.worker_restarts.clone(),
         );
+        registry.register(
+            "stuck_retirements",
+            "Retirements found standing in one phase past its budget and pendingTimeoutSeconds (event RetirementStuck), once each",
+            t.stuck_retirements.clone(),
+        );
         Telemetry { registry, ..t }
     }
 
@@ -229,6 +237,9 @@ impl Telemetry {
                 }
             }
         }
+        let events = report.outcome.iter().flat_map(|o| &o.events);
+        let stuck = events.filter(|e| e.reason == "RetirementStuck").count();
+        self.stuck_retirements.inc_by(stuck as u64);
         if let Some(kind) = report.held {
             self.writes_held
                 .get_or_create(&KindLabels {
@@ -384,5 +395,36 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn a_stuck_retirement_is_counted_once_per_event() {
+        let t = Telemetry::new();
+        let key = ScalerKey {
+            namespace: "ns".into(),
+            name: "llm".into(),
+        };
+        let event = |reason| mds_core::Event {
+            warning: true,
+            reason,
+            action: "Plan",
+            message: String::new(),
+        };
+        let report = |events| PassReport {
+            outcome: Some(mds_core::Outcome {
+                write: None,
+                status: Default::default(),
+                write_status: false,
+                events,
+                plan: None,
+                wake_at: None,
+            }),
+            ..PassReport::default()
+        };
+        t.observe(&key, &report(vec![event("RetirementStuck")]), 0.1);
+        t.observe(&key, &report(vec![event("ScaleDownAborted")]), 0.1);
+        t.observe(&key, &report(vec![]), 0.1);
+        let text = t.encode();
+        assert!(text.contains("mds_stuck_retirements_total 1"), "{text}");
     }
 }

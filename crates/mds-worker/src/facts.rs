@@ -73,6 +73,8 @@ pub fn restart_count(pod: &Pod) -> Option<u32> {
 pub struct InstanceFacts {
     pub admission: BTreeMap<(String, i32), WorkloadAdmission>,
     pub ordinals_with_pods: BTreeSet<(String, i32)>,
+    /// Pod names per instance, sorted.
+    pub pod_names: BTreeMap<(String, i32), Vec<String>>,
     pub ready_ordinals: BTreeSet<(String, i32)>,
     /// Instances whose Workload exists; `None` without the Workload API.
     pub workloads: Option<BTreeSet<(String, i32)>>,
@@ -141,6 +143,12 @@ pub fn instance_facts(
     };
     for (key, group) in &members {
         facts.ordinals_with_pods.insert(key.clone());
+        let mut names: Vec<String> = group
+            .iter()
+            .filter_map(|(pod, _)| pod.metadata.name.clone())
+            .collect();
+        names.sort();
+        facts.pod_names.insert(key.clone(), names);
         if instance_ready(group, role_size(md, &key.0)) {
             facts.ready_ordinals.insert(key.clone());
         }

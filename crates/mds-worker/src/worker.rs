@@ -318,6 +318,7 @@ impl Worker {
                 deployment,
                 admission: facts.admission,
                 ordinals_with_pods: facts.ordinals_with_pods,
+                pod_names: facts.pod_names,
                 workloads: facts.workloads,
                 ready_ordinals: facts.ready_ordinals,
             }),

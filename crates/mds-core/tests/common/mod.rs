@@ -247,6 +247,7 @@ impl World {
                 deployment: md,
                 admission: self.admission.clone(),
                 ordinals_with_pods: self.pods.clone(),
+                pod_names: Default::default(),
                 workloads: self.workloads.clone(),
                 ready_ordinals: self.ready.clone().unwrap_or_else(|| {
                     self.admission
