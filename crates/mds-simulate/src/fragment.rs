@@ -6,8 +6,17 @@ use serde_json::Value;
 
 /// `spec.algorithm` as YAML under `  algorithm:`, ready to paste into a scaler's spec.
 pub fn algorithm(algorithm: &Value) -> String {
-    let mut out = String::from("  algorithm:\n");
-    yaml(&mut out, algorithm, 4);
+    spec_blocks(&[("algorithm", algorithm)])
+}
+
+/// Blocks of a scaler's spec (`algorithm`, `behavior`) as YAML, each under its key, ready to
+/// paste into the spec.
+pub fn spec_blocks(blocks: &[(&str, &Value)]) -> String {
+    let mut out = String::new();
+    for (key, value) in blocks {
+        out.push_str(&format!("  {key}:\n"));
+        yaml(&mut out, value, 4);
+    }
     out
 }
 

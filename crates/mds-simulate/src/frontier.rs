@@ -23,7 +23,7 @@ use crate::jobs::{self, Job};
 use crate::peers::Targets;
 use crate::roster::{self, Knob, PeerName};
 use crate::run::{self, Bounds, RunReport};
-use crate::{SimError, suggest};
+use crate::{SimError, suggest, tune};
 
 /// Default attainment tiers, percent.
 pub const DEFAULT_TIERS: [f64; 3] = [90.0, 95.0, 99.0];
@@ -306,6 +306,54 @@ pub fn check_policy(case: &Case, policy: &Policy) -> Result<(), String> {
     Ok(())
 }
 
+/// The key of the tuned row's tuned trial among the runs.
+const TUNED_KEY: &str = "tuned";
+
+/// The tuned row (`--suggest`'s answer): from its cheapest factor that meets the run's goal
+/// (else the highest tier it reaches), the coordinate search of module `tune` at that goal; a kept change adds its run to the row's trials at
+/// that factor. `None` when the row is not asked for, no factor meets the goal, or nothing
+/// tried does better.
+fn tune_row(
+    case: &Case,
+    policies: &[Policy],
+    search: &Search,
+    tried: &mut [Vec<(f64, String)>],
+    done: &mut BTreeMap<String, RunReport>,
+) -> Result<Option<tune::Tuned>, SimError> {
+    let Some(i) = policies.iter().position(|p| *p == Policy::Tuned) else {
+        return Ok(None);
+    };
+    let seed_at = |goal: f64| {
+        tried[i]
+            .iter()
+            .filter_map(|(factor, k)| {
+                let r = &done[k];
+                let attainment = r.summary.totals.attainment?;
+                (attainment >= goal && r.violations.is_empty())
+                    .then_some((*factor, r.summary.totals.gpu_hours, attainment))
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1).then(b.2.total_cmp(&a.2)))
+    };
+    // At the run's goal, else at the highest tier the row reaches.
+    let mut goals = search.tiers.clone();
+    goals.sort_by(|a, b| b.total_cmp(a));
+    goals.insert(0, case.options.goal);
+    let Some((goal, (factor, gpu_hours, attainment))) = goals
+        .into_iter()
+        .find_map(|goal| seed_at(goal).map(|seed| (goal, seed)))
+    else {
+        return Ok(None);
+    };
+    let (scaler, _) = suggest::scaled(case.scaler, factor)?;
+    let mut tuned = tune::tune(case, &scaler, (gpu_hours, attainment), goal, search.threads)?;
+    let Some(report) = tuned.report.take() else {
+        return Ok(None);
+    };
+    done.insert(TUNED_KEY.to_string(), report);
+    tried[i].push((factor, TUNED_KEY.to_string()));
+    Ok(Some(tuned))
+}
+
 /// What one job of the search yields.
 enum Out {
     Curve(Option<Curve>),
@@ -382,6 +430,7 @@ pub fn frontier(
             break;
         }
     }
+    let tuned = tune_row(case, policies, search, &mut tried, &mut done)?;
     let curves = plan.assemble(measured);
     let duration = run::run_seconds(trace, options);
     // Every trial measured against the knees at the run's goal.
@@ -417,7 +466,15 @@ pub fn frontier(
         .map(|(policy, tried)| {
             let mut trials: Vec<Trial> = tried
                 .iter()
-                .map(|(factor, k)| trial(&done[k], *factor, knob_text(policy, &targets, *factor)))
+                .map(|(factor, k)| {
+                    let mut knob = knob_text(policy, &targets, *factor);
+                    if k == TUNED_KEY
+                        && let Some(t) = &tuned
+                    {
+                        knob = format!("{knob}, tuned: {}", t.changes());
+                    }
+                    trial(&done[k], *factor, knob)
+                })
                 .collect();
             trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
             let points = tiers

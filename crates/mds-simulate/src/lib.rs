@@ -28,6 +28,7 @@ mod source;
 pub mod suggest;
 pub mod targets;
 pub mod text;
+pub mod tune;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -7,7 +7,9 @@
 //! It runs a geometric grid of factors from 1/4 to 8 of the given targets, then halves the gap
 //! between the cheapest setting that meets the goal and the next larger one three times, and
 //! picks the fewest GPU-hours among the settings that meet it (ties: the higher attainment).
-//! Every trial is a whole `mds simulate` run on the same world and seed, run side by side.
+//! From there a coordinate search tunes the spec's windows and thresholds and each role's
+//! capacity (module `tune`). Every trial is a whole `mds simulate` run on the same world and
+//! seed, run side by side.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -44,8 +46,12 @@ pub struct Suggestion {
     pub trials: Vec<Trial>,
     /// The cheapest that meets the goal (`None`: none does).
     pub chosen: Option<Trial>,
-    /// The scaler's `spec.algorithm` with the chosen targets, as YAML.
+    /// The scaler's `spec.algorithm` (and `spec.behavior` when tuning changed it) with the
+    /// chosen setting, as YAML.
     pub fragment: Option<String>,
+    /// The coordinate search beyond the capacity from the chosen factor (module `tune`), when
+    /// a factor met the goal.
+    pub tuned: Option<crate::tune::Tuned>,
     /// The share of counted requests no count of replicas serves within the SLO (their TTFT
     /// or decode step on an idle replica is over the objective): attainment cannot pass
     /// 1 minus it, whatever the setting.
@@ -53,7 +59,7 @@ pub struct Suggestion {
 }
 
 /// Where each role's target sits in `spec.algorithm`, and its value.
-fn target_fields(algorithm: &Value) -> Vec<(Vec<String>, f64)> {
+pub(crate) fn target_fields(algorithm: &Value) -> Vec<(Vec<String>, f64)> {
     let mut out = Vec::new();
     let kind = algorithm["type"].as_str().unwrap_or("TokenThroughput");
     let mut token_fields = |base: &[&str]| {
@@ -107,7 +113,7 @@ fn quantity(v: &Value) -> Option<f64> {
     .filter(|v| v.is_finite() && *v > 0.0)
 }
 
-fn set(algorithm: &mut Value, path: &[String], value: f64) {
+pub(crate) fn set(algorithm: &mut Value, path: &[String], value: f64) {
     let mut at = algorithm;
     for key in path {
         at = match key.parse::<usize>() {
@@ -119,7 +125,7 @@ fn set(algorithm: &mut Value, path: &[String], value: f64) {
 }
 
 /// A target as a quantity string: whole above 10, two decimals below.
-fn format_quantity(v: f64) -> String {
+pub(crate) fn format_quantity(v: f64) -> String {
     if v >= 10.0 {
         format!("{}", v.round())
     } else {
@@ -245,20 +251,28 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
     }
     trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
     let chosen = cheapest(&trials, goal).cloned();
-    let fragment = match &chosen {
+    let (fragment, tuned) = match &chosen {
         Some(t) => {
             let (scaler, _) = scaled(case.scaler, t.factor)?;
-            let algorithm = serde_json::to_value(&scaler.spec.algorithm)
+            let seed = (t.gpu_hours, t.attainment.unwrap_or(goal));
+            let tuned = crate::tune::tune(case, &scaler, seed, goal, threads)?;
+            let spec = serde_json::to_value(&tuned.scaler.spec)
                 .map_err(|e| SimError::Input(e.to_string()))?;
-            Some(crate::fragment::algorithm(&algorithm))
+            let behavior_changed = tuned.steps.iter().any(|s| s.field.starts_with("behavior."));
+            let mut blocks = vec![("algorithm", &spec["algorithm"])];
+            if behavior_changed {
+                blocks.push(("behavior", &spec["behavior"]));
+            }
+            (Some(crate::fragment::spec_blocks(&blocks)), Some(tuned))
         }
-        None => None,
+        None => (None, None),
     };
     Ok(Suggestion {
         goal,
         trials,
         chosen,
         fragment,
+        tuned,
         unattainable_share,
     })
 }

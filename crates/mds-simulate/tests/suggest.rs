@@ -67,3 +67,71 @@ fn the_cheapest_capacity_for_a_steady_load_holds_the_minimum() {
         "{fragment}"
     );
 }
+
+#[test]
+fn tuning_beyond_the_capacity_keeps_only_changes_that_save_and_still_meet_the_goal() {
+    // A flash crowd (1 -> 8 requests/s for five minutes): after the crowd the default
+    // windows hold replicas the load no longer needs, so a shorter window saves GPU-hours
+    // at the same goal.
+    let scaler: mds_api::ModelDeploymentScaler = serde_json::from_value(json!({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
+        "metadata": {"name": "chat", "namespace": "default"},
+        "spec": {"targetRef": {"name": "chat"}, "mode": "Active",
+                 "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
+                 "algorithm": {"type": "TokenThroughput", "tokenThroughput": {
+                     "serverTargetTokensPerSecond": "4000"}}}
+    }))
+    .unwrap();
+    let target: mds_api::target::ModelDeployment = serde_json::from_value(json!({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+        "metadata": {"name": "chat", "namespace": "default"},
+        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
+                 "roles": [{"name": "server", "kind": "Server", "replicas": 1,
+                            "instanceType": "h100"}]}
+    }))
+    .unwrap();
+    let load = Synthetic::parse(
+        "flash-crowd:base=1,peak=8,at=300,rise=30,hold=300,decay=60,duration=1500",
+    )
+    .unwrap();
+    let options = RunOptions::new(profile(DEFAULT_PROFILE).unwrap());
+    let case = Case {
+        scaler: &scaler,
+        target: &target,
+        trace: Arc::new(load.generate(1)),
+        load: "crowd",
+        options: &options,
+    };
+    let found = suggest(&case, 0.9, 2).unwrap();
+    let chosen = found.chosen.expect("a capacity meets 90 %");
+    let tuned = found.tuned.expect("tuning ran from the chosen capacity");
+    assert!(!tuned.steps.is_empty(), "a window saves GPU-hours here");
+    let mut before = chosen.gpu_hours;
+    for step in &tuned.steps {
+        assert_eq!(step.gpu_hours_before, before, "{step:?}");
+        assert!(step.gpu_hours_after < before * 0.995, "{step:?}");
+        assert!(step.attainment >= 0.9, "{step:?}");
+        before = step.gpu_hours_after;
+    }
+    assert_eq!(tuned.gpu_hours, before);
+    // The tuned scaler is one admission accepts, and its fragment carries every change.
+    let report = mds_api::validation::validate_scaler(&tuned.scaler, None, Some(&target));
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let fragment = found.fragment.unwrap();
+    for step in &tuned.steps {
+        let key = step.field.rsplit('.').next().unwrap();
+        assert!(fragment.contains(key), "{key} missing from\n{fragment}");
+    }
+    // Re-running the tuned scaler gives what the search reported (same world and seed).
+    let again = mds_simulate::compare::run_all(
+        &case,
+        &[mds_simulate::compare::Contender::Mds {
+            name: "again".into(),
+            scaler: Box::new(tuned.scaler.clone()),
+        }],
+        1,
+        &|_| {},
+    )
+    .unwrap();
+    assert_eq!(again[0].summary.totals.gpu_hours, tuned.gpu_hours);
+}

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use mds_simulate::compare::Case;
 use mds_simulate::knee::RoleKnee;
 use mds_simulate::suggest::{Suggestion, Trial, suggest};
+use mds_simulate::tune::Tuned;
 
 use super::inputs::{Stop, unusable};
 
@@ -38,6 +39,42 @@ fn targets(t: &Trial) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What the search beyond the capacity kept, and what each change bought.
+fn tuning(out: &mut String, tuned: &Tuned, goal: f64) {
+    let _ = writeln!(
+        out,
+        "\ntuned beyond the capacity ({} settings run, each kept only if it saves GPU-hours and still meets the goal):",
+        tuned.trials
+    );
+    if tuned.steps.is_empty() {
+        let _ = writeln!(
+            out,
+            "  no window, threshold or role capacity tried does better"
+        );
+        return;
+    }
+    for step in &tuned.steps {
+        let _ = writeln!(
+            out,
+            "  {}: {} -> {}  {:.2} -> {:.2} GPU-hours ({:+.1} %), {:.1} %",
+            step.field,
+            step.from,
+            step.to,
+            step.gpu_hours_before,
+            step.gpu_hours_after,
+            (step.gpu_hours_after / step.gpu_hours_before - 1.0) * 100.0,
+            step.attainment * 100.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        "tuned: {:.1} % at {:.2} GPU-hours, {:.1} points above the goal",
+        tuned.attainment * 100.0,
+        tuned.gpu_hours,
+        (tuned.attainment - goal) * 100.0
+    );
 }
 
 fn report(case: &Case, s: &Suggestion) -> String {
@@ -114,6 +151,9 @@ fn report(case: &Case, s: &Suggestion) -> String {
                     a * 100.0,
                     t.gpu_hours
                 );
+            }
+            if let Some(tuned) = &s.tuned {
+                tuning(&mut out, tuned, s.goal);
             }
             let _ = writeln!(out, "\npaste into the scaler's spec:\n{fragment}");
         }
