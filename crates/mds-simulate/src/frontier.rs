@@ -329,8 +329,11 @@ fn tune_row(
             .filter_map(|(factor, k)| {
                 let r = &done[k];
                 let attainment = r.summary.totals.attainment?;
-                (attainment >= goal && r.violations.is_empty())
-                    .then_some((*factor, r.summary.totals.gpu_hours, attainment))
+                (attainment >= goal && r.violations.is_empty()).then_some((
+                    *factor,
+                    r.summary.totals.gpu_hours,
+                    attainment,
+                ))
             })
             .min_by(|a, b| a.1.total_cmp(&b.1).then(b.2.total_cmp(&a.2)))
     };
