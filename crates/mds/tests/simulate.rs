@@ -222,6 +222,18 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
             "--goal \"0\": it must be a percentage above 0 and at most 100",
         ),
         (
+            vec!["--goal", "0.95"],
+            "--goal \"0.95\": a goal is a percentage, and one at or below 1 % is almost surely a fraction: did you mean 95?",
+        ),
+        (
+            vec!["--quota", "a100=2"],
+            "--quota \"a100=2\": no role of the target uses instance type \"a100\", so it would limit nothing; the target's roles use h100-pcie",
+        ),
+        (
+            vec!["--pd-retirements", "sometimes"],
+            "--pd-retirements \"sometimes\": it must be abort or complete",
+        ),
+        (
             vec!["--rate=-1"],
             "--rate \"-1\": it must be a positive number",
         ),
@@ -250,6 +262,42 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
         text(&out.stderr).contains("no policy \"kubectl-autoscale\""),
         "{}",
         text(&out.stderr)
+    );
+    // --suggest answers for one world: a sweep of cold starts is refused, not ignored.
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--suggest",
+            "--cold-start",
+            "0,300",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--cold-start \"0,300\": --suggest searches at one cold start"),
+        "{}",
+        text(&out.stderr)
+    );
+    // One value is the cold start it searches at, not the profile's.
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--no-report",
+            "--suggest",
+            "--cold-start",
+            "120",
+            "--load",
+            "constant:rate=1,duration=300",
+        ],
+        None,
+    );
+    assert!(
+        text(&out.stdout).contains("cold start 120 s"),
+        "{}",
+        text(&out.stdout)
     );
     let out = mds(&["simulate", "--load", "step:from=1"], None);
     assert_eq!(out.status.code(), Some(2));

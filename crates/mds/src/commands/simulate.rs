@@ -413,9 +413,52 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
             "it must be a percentage above 0 and at most 100",
         ));
     }
+    if args.goal <= 1.0 {
+        // A fraction where a percentage belongs would grade against almost nothing.
+        return Err(bad_flag(
+            "goal",
+            &args.goal.to_string(),
+            &format!(
+                "a goal is a percentage, and one at or below 1 % is almost surely a fraction: did you mean {}?",
+                args.goal * 100.0
+            ),
+        ));
+    }
     options.goal = args.goal / 100.0;
     options.jobs = jobs(args)?;
     Ok(options)
+}
+
+/// Every `--quota TYPE` must be an instance type a role of the target uses: a quota on any
+/// other type limits nothing, silently.
+fn check_quota_types(options: &RunOptions, target: &ModelDeployment) -> Result<(), Stop> {
+    let used: Vec<&str> = target
+        .spec
+        .roles
+        .iter()
+        .filter_map(|r| r.instance_type.as_deref())
+        .collect();
+    for (kind, gpus) in &options.quota {
+        if !used.contains(&kind.as_str()) {
+            let mut types = used.clone();
+            types.sort();
+            types.dedup();
+            let value = format!("{kind}={}", gpus.map_or("auto".into(), |g| g.to_string()));
+            return Err(bad_flag(
+                "quota",
+                &value,
+                &format!(
+                    "no role of the target uses instance type {kind:?}, so it would limit nothing; the target's roles use {}",
+                    if types.is_empty() {
+                        "no instanceType".to_string()
+                    } else {
+                        types.join(", ")
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `--jobs`, or the machine's cores.
@@ -513,10 +556,22 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
             .join(", ")
     };
     let cold_starts = cold_starts(args)?;
+    check_quota_types(&options, &target)?;
     if let (true, Some(path)) = (args.suggest, &args.metrics) {
         return super::simulate_suggest::from_metrics(path, &scaler, &target, options.slo);
     }
     if args.suggest {
+        // One search answers for one world: a sweep of cold starts would need one answer each.
+        if cold_starts.len() > 1 {
+            return Err(bad_flag(
+                "cold-start",
+                args.cold_start.as_deref().unwrap_or_default(),
+                "--suggest searches at one cold start; give one value and run it once per cold start",
+            ));
+        }
+        if let Some(cold_start) = cold_starts[0] {
+            options.cold_start = Some(cold_start);
+        }
         let case = mds_simulate::compare::Case {
             scaler: &scaler,
             target: &target,
