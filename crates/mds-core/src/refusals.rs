@@ -68,18 +68,17 @@ pub(crate) fn record_abort(
     let generation = pass.input.scaler.generation;
     let hash = fingerprint(view.md, role)?;
     let refusals = &mut pass.status.scale_down_refusals;
+    // New records go in role order, so the status reads the same whatever the order of aborts.
     let index = match refusals.iter().position(|r| r.name == role) {
         Some(i) => i,
         None => {
-            refusals.push(ScaleDownRefusal {
+            let i = refusals.partition_point(|r| r.name.as_str() < role);
+            let record = ScaleDownRefusal {
                 name: role.to_string(),
                 ..ScaleDownRefusal::default()
-            });
-            refusals.sort_by(|a, b| a.name.cmp(&b.name));
-            refusals
-                .iter()
-                .position(|r| r.name == role)
-                .expect("just added")
+            };
+            refusals.insert(i, record);
+            i
         }
     };
     let record = &mut refusals[index];

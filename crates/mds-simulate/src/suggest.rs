@@ -113,15 +113,21 @@ fn quantity(v: &Value) -> Option<f64> {
     .filter(|v| v.is_finite() && *v > 0.0)
 }
 
+/// Sets the quantity at `path` (object keys, or indices into lists) as a string.
 pub(crate) fn set(algorithm: &mut Value, path: &[String], value: f64) {
-    let mut at = algorithm;
+    put(algorithm, path, Value::String(format_quantity(value)));
+}
+
+/// Sets the value at `path` (object keys, or indices into lists), making objects on the way.
+pub(crate) fn put(doc: &mut Value, path: &[String], value: Value) {
+    let mut at = doc;
     for key in path {
         at = match key.parse::<usize>() {
             Ok(i) if at.is_array() => &mut at[i],
             _ => &mut at[key.as_str()],
         };
     }
-    *at = Value::String(format_quantity(value));
+    *at = value;
 }
 
 /// A target as a quantity string: whole above 10, two decimals below.

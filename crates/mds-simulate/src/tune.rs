@@ -102,14 +102,6 @@ fn get<'a>(spec: &'a Value, path: &[String]) -> &'a Value {
     path.iter().fold(spec, |at, key| &at[key.as_str()])
 }
 
-fn put(spec: &mut Value, path: &[String], value: Value) {
-    let mut at = spec;
-    for key in path {
-        at = &mut at[key.as_str()];
-    }
-    *at = value;
-}
-
 /// A value as the report prints it.
 fn shown(v: &Value) -> String {
     match v {
@@ -272,7 +264,7 @@ pub fn tune(
             .filter(|v| **v != current)
             .map(|v| {
                 let mut s = spec.clone();
-                put(&mut s, &k.path, v.clone());
+                crate::suggest::put(&mut s, &k.path, v.clone());
                 (s, shown(v))
             })
             .collect();

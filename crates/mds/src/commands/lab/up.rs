@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use jiff::SignedDuration;
 use mds_lab::load_syntax::{LoadRule, read_file};
 use mds_lab::{Lab, LabOptions, StandInOptions, parse_load_rule};
+use mds_simulate::run::PdRetirements;
 
 use crate::commands::{emit, error_line, note_line, warning_line};
 
@@ -123,7 +124,8 @@ impl Plan {
             quotas,
             cold_start: args.cold_start,
             annotate_every_member: args.annotate_every_member,
-            complete_pd_retirements: args.pd_retirements == "complete",
+            complete_pd_retirements: PdRetirements::parse(&args.pd_retirements)
+                == Some(PdRetirements::Complete),
         })
     }
 
