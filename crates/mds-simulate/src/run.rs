@@ -143,6 +143,19 @@ pub struct Inputs {
     /// (`--pd-retirements complete`); absent for the default, which aborts them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pd_retirements: Option<&'static str>,
+    /// GPUs per instance type under quota (`--quota`); empty: unlimited.
+    pub quota: BTreeMap<String, u32>,
+}
+
+impl Inputs {
+    /// The quota in words: `h100-pcie=3, a100=2` or `unlimited`.
+    pub fn quota_text(&self) -> String {
+        if self.quota.is_empty() {
+            return "unlimited".to_string();
+        }
+        let said: Vec<String> = self.quota.iter().map(|(t, g)| format!("{t}={g}")).collect();
+        said.join(", ")
+    }
 }
 
 /// What the demand alone allows at an attainment goal (module `oracle`): GPU-hours of static
@@ -290,6 +303,11 @@ pub fn run_with(
         version: env!("CARGO_PKG_VERSION").to_string(),
         pd_retirements: (options.pd_retirements != PdRetirements::default())
             .then_some(options.pd_retirements.as_str()),
+        quota: options
+            .quota
+            .iter()
+            .filter_map(|(t, g)| Some((t.clone(), (*g)?)))
+            .collect(),
     };
     let start = start();
     let scenario = scenario(scaler, target, trace, options)?;

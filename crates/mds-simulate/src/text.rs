@@ -151,6 +151,45 @@ fn metrics(out: &mut String, m: &crate::metrics::Metrics) {
     }
 }
 
+/// Why a run served nothing, when it did not: `None` when some request finished. The run's
+/// exit status says it too (a run that served nothing answers no question about scaling).
+pub fn nothing_served(report: &RunReport) -> Option<String> {
+    let s = &report.summary;
+    let t = &s.totals;
+    if s.finished > 0.0 || t.requests == 0.0 {
+        return None;
+    }
+    let mut why = Vec::new();
+    if t.rejected > 0.0 {
+        why.push(match &report.inputs.refusals {
+            Some(r) if r.requests as f64 >= t.rejected => {
+                format!("rejected {}", r.describe(&report.inputs.profile))
+            }
+            _ => format!("{:.0} rejected by the engines", t.rejected),
+        });
+    }
+    if s.unrouted > 0.0 {
+        why.push(format!(
+            "{:.0} found no ready replica to route to",
+            s.unrouted
+        ));
+    }
+    if s.lost > 0.0 {
+        why.push(format!("{:.0} lost with a replica that went", s.lost));
+    }
+    if s.unfinished_at_end > 0.0 {
+        why.push(format!(
+            "{:.0} still unfinished when the run ended",
+            s.unfinished_at_end
+        ));
+    }
+    Some(format!(
+        "nothing was served: none of the {:.0} requests finished ({})",
+        t.requests,
+        why.join("; ")
+    ))
+}
+
 /// One run's summary, `requests` being the requests the load offered.
 pub fn summary(report: &RunReport, requests: usize) -> String {
     let i = &report.inputs;
@@ -166,7 +205,7 @@ pub fn summary(report: &RunReport, requests: usize) -> String {
     );
     let _ = writeln!(
         out,
-        "  world: {} ({}), {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}{}",
+        "  world: {} ({}), {} engine, router {}, cold start {:.0} s ± {:.0} %, seed {}, quota {}{}",
         i.profile,
         i.profile_why,
         i.engine.as_str(),
@@ -174,6 +213,7 @@ pub fn summary(report: &RunReport, requests: usize) -> String {
         i.cold_start_seconds,
         i.cold_start_spread * 100.0,
         i.seed,
+        i.quota_text(),
         stand_in_note(i)
     );
     let row = |out: &mut String, label: &str, value: String| {

@@ -122,3 +122,18 @@ fn the_same_inputs_and_seed_give_the_same_report_byte_for_byte() {
     let once = || serde_json::to_string(&pd_run(Some(6), code_window(10.0))).unwrap();
     assert_eq!(once(), once());
 }
+
+/// A run that finished no request says so, with why: here every prompt is over the profile's
+/// context, so the engines reject them all (the CLI exits 3 on it).
+#[test]
+fn a_run_that_serves_nothing_says_why() {
+    let load = Synthetic::parse("constant:rate=1,duration=120,prompt=20000,output=100").unwrap();
+    let report = pd_run(None, Arc::new(load.generate(1)));
+    let why = mds_simulate::text::nothing_served(&report).expect("nothing was served");
+    assert!(
+        why.starts_with("nothing was served: none of the ") && why.contains("8192-token context"),
+        "{why}"
+    );
+    let served = pd_run(None, code_window(3.0));
+    assert_eq!(mds_simulate::text::nothing_served(&served), None);
+}

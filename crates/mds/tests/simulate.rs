@@ -77,6 +77,24 @@ fn the_json_report_holds_bins_passes_and_inputs_and_repeats_exactly() {
     assert!(text(&first.stdout).contains("min  requests  attain"));
 }
 
+#[test]
+fn a_single_runs_quota_is_on_its_world_line_and_in_its_json_inputs() {
+    let scratch = Scratch::new("simulate-quota");
+    let json = scratch.0.join("q.json").display().to_string();
+    let out = mds(
+        &args(&["--no-report", "--quota", "h100-pcie=3", "--json", &json]),
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(stdout.contains(", seed 1, quota h100-pcie=3"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["inputs"]["quota"], serde_json::json!({"h100-pcie": 3}));
+    let unlimited = mds(&args(&["--no-report"]), None);
+    assert!(text(&unlimited.stdout).contains(", seed 1, quota unlimited"));
+}
+
 /// `mds simulate` of `load` alone on the fluid engine.
 fn fluid_run(load: &str) -> Vec<&str> {
     vec![
@@ -228,6 +246,10 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
         (
             vec!["--quota", "a100=2"],
             "--quota \"a100=2\": no role of the target uses instance type \"a100\", so it would limit nothing; the target's roles use h100-pcie",
+        ),
+        (
+            vec!["--load", "constant:rate=2,prompt=20000"],
+            "nothing could be served: 1240 requests (100.0 %): prompt and output over llama3-8b-h100-vllm's 8192-token context",
         ),
         (
             vec!["--pd-retirements", "sometimes"],
@@ -923,5 +945,49 @@ fn suggest_says_when_the_slo_is_unattainable_for_a_share_of_requests_at_any_coun
     assert!(
         line.contains("below the goal; relax the SLO (for long prompts --slo-ttft BASE+TIME/1k"),
         "{line}"
+    );
+}
+
+/// Every scaler example in the repository simulates as given (issue 27 item 8), and a scaler
+/// whose roles need their target's kinds says to pass it.
+#[test]
+fn every_example_simulates_as_given_and_a_missing_target_is_named() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut examples = Vec::new();
+    for dir in ["examples", "examples/simulate"] {
+        for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                examples.push(path.display().to_string());
+            }
+        }
+    }
+    examples.sort();
+    assert!(examples.len() >= 6, "{examples:?}");
+    for example in &examples {
+        let out = mds(
+            &[
+                "simulate", "--no-progress", "--no-report", "--compare", "none", "--until", "2m",
+                "--scaler", example,
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(0), "{example}: {}", text(&out.stderr));
+    }
+    let scratch = Scratch::new("simulate-no-target");
+    let scaler_only = std::fs::read_to_string(format!("{root}/examples/predictive.yaml"))
+        .unwrap()
+        .split("---\n")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let path = scratch.file("scaler.yaml", &scaler_only);
+    let out = mds(&["simulate", "--no-progress", "--scaler", &path], None);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("pass the ModelDeployment \"llm-serving\" with --target FILE")
+            && stderr.contains("pass the scaler's ModelDeployment with --target FILE"),
+        "{stderr}"
     );
 }

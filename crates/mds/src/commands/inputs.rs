@@ -140,11 +140,13 @@ pub fn admitted(
             (value, format!("checked against {}", doc.describe()))
         }
         (None, Some(scaler)) => {
-            notes.push_str(&super::note_line(
-                "no --target: every role is a Server role starting at its minReplicas",
-            ));
-            let note =
-                "checked against a stand-in target: without --target every role is a Server role";
+            notes.push_str(&super::note_line(&format!(
+                "no --target: every role is a Server role starting at its minReplicas; pass the \
+                 ModelDeployment {:?} with --target FILE, or put it in the same file, to use its roles",
+                scaler.spec.target_ref.name
+            )));
+            let note = "checked against a stand-in target: without --target every role is a \
+                        Server role; pass the scaler's ModelDeployment with --target FILE";
             (synthetic_target(scaler), note.to_string())
         }
         (None, None) => (Value::Null, "no target".to_string()),

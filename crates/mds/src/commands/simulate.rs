@@ -44,6 +44,8 @@ const DEFAULT_TRACE: &str = "azure-2023-conv";
 
 /// Exit status when the run broke one of the spec's invariants.
 const VIOLATED: u8 = 1;
+/// A run that finished no request (every one rejected, unrouted or unfinished).
+const NOTHING_SERVED: u8 = 3;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -429,6 +431,17 @@ fn options(args: &Args) -> Result<RunOptions, Stop> {
     Ok(options)
 }
 
+/// A trace of which the profile refuses every request answers nothing: say so before a run.
+fn check_something_fits(options: &RunOptions, trace: &Trace) -> Result<(), Stop> {
+    match mds_simulate::slo::Refusals::of(trace, &options.profile) {
+        Some(r) if r.requests as usize == trace.requests.len() => Err(unusable(format!(
+            "nothing could be served: {}",
+            r.describe(options.profile.name)
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Every `--quota TYPE` must be an instance type a role of the target uses: a quota on any
 /// other type limits nothing, silently.
 fn check_quota_types(options: &RunOptions, target: &ModelDeployment) -> Result<(), Stop> {
@@ -557,6 +570,7 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
     };
     let cold_starts = cold_starts(args)?;
     check_quota_types(&options, &target)?;
+    check_something_fits(&options, &trace)?;
     if let (true, Some(path)) = (args.suggest, &args.metrics) {
         return super::simulate_suggest::from_metrics(path, &scaler, &target, options.slo);
     }
@@ -686,8 +700,12 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         write_page(&path, &name, requests, &quota_note, &comparisons, None)?;
         let _ = writeln!(out, "report: {}", path.display());
     }
+    let served_nothing = mds_simulate::text::nothing_served(&report);
+    if let Some(why) = &served_nothing {
+        notes.push_str(&super::error_line(why));
+    }
     if report.violations.is_empty() {
-        return Ok((out, 0));
+        return Ok((out, if served_nothing.is_some() { NOTHING_SERVED } else { 0 }));
     }
     let mut lines = String::new();
     for v in &report.violations {
