@@ -8,6 +8,7 @@ mod driver;
 pub mod faults;
 pub mod fragment;
 pub mod frontier;
+pub mod guards;
 pub mod html;
 pub mod invariants;
 pub mod jobs;

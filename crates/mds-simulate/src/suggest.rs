@@ -42,6 +42,8 @@ impl Trial {
 pub struct Suggestion {
     /// The SLO attainment goal, 0..1.
     pub goal: f64,
+    /// The guard targets set to what the SLO implies before the search (`field old -> new`).
+    pub guard_changes: Vec<String>,
     /// Every setting tried, by factor.
     pub trials: Vec<Trial>,
     /// The cheapest that meets the goal (`None`: none does).
@@ -231,6 +233,13 @@ fn run_factors(
 
 /// The search (module documentation).
 pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, SimError> {
+    // The pasted scaler's guards aim at the SLO it was searched for (module `guards`).
+    let (aimed, guard_changes) = crate::guards::aimed_at(case.scaler, &case.options.slo)?;
+    let case = &Case {
+        scaler: &aimed,
+        trace: case.trace.clone(),
+        ..*case
+    };
     let doc = serde_json::to_value(case.scaler)
         .map_err(|e| SimError::Input(format!("the scaler does not serialise: {e}")))?;
     if target_fields(&doc["spec"]["algorithm"]).is_empty() {
@@ -275,6 +284,7 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
     };
     Ok(Suggestion {
         goal,
+        guard_changes,
         trials,
         chosen,
         fragment,

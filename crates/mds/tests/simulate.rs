@@ -991,3 +991,60 @@ fn every_example_simulates_as_given_and_a_missing_target_is_named() {
         "{stderr}"
     );
 }
+
+/// One rule for latency targets (issue 27 item 5): the scaler's own targets drive the guards
+/// of every row of our code, the SLO grades, the output says when they differ, and
+/// `--suggest` pastes the targets the SLO implies.
+#[test]
+fn the_scalers_targets_drive_its_guards_and_suggest_pastes_the_slos() {
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--no-report",
+            "--until",
+            "10m",
+            "--compare",
+            "mds,mds-tokenthroughput",
+            "--slo-ttft",
+            "150ms",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let row = |name: &str| {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("  {name} ")))
+            .unwrap_or_else(|| panic!("no {name} row in {stdout}"));
+        line.split_whitespace().skip(1).collect::<Vec<_>>().join(" ")
+    };
+    assert_eq!(row("mds"), row("mds-tokenthroughput"), "{stdout}");
+    assert!(
+        text(&out.stderr).contains(
+            "the scaler's guards aim at TTFT 500 ms and ITL 50 ms; the SLO grades TTFT <= 150 ms"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    let suggested = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--suggest",
+            "--slo-ttft",
+            "300ms",
+            "--load",
+            "constant:rate=3,duration=300,prompt=1024,output=256",
+        ],
+        None,
+    );
+    let stdout = text(&suggested.stdout);
+    assert!(
+        stdout.contains("guards: aimed at the SLO before the search, and pasted so: ttftTargetMilliseconds 500 -> 300")
+            && stdout.contains("ttftTargetMilliseconds: \"300\""),
+        "{stdout}{}",
+        text(&suggested.stderr)
+    );
+}

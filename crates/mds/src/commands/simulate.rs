@@ -595,6 +595,13 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         };
         return super::simulate_suggest::run(&case, args.goal);
     }
+    // The scaler's own targets drive its guards; the SLO only grades: say when they differ.
+    if let Some(note) = mds_simulate::guards::of(&scaler, &target)
+        .ok()
+        .and_then(|g| mds_simulate::guards::differ_note(g, &options.slo))
+    {
+        notes.push_str(&super::note_line(&note));
+    }
     // Without a scaler of one's own, or a comparison or a suggestion asked for, the first
     // screen is the frontier of the bundled example.
     let frontier = match &args.frontier {

@@ -100,6 +100,13 @@ fn report(case: &Case, s: &Suggestion) -> String {
             .as_secs_f64(),
         i.seed
     );
+    if !s.guard_changes.is_empty() {
+        let _ = writeln!(
+            out,
+            "  guards: aimed at the SLO before the search, and pasted so: {}",
+            s.guard_changes.join(", ")
+        );
+    }
     let refusals = mds_simulate::slo::Refusals::of(&case.trace, &i.profile);
     if let Some(r) = &refusals {
         let _ = writeln!(out, "  refused: {}", r.describe(i.profile.name));
