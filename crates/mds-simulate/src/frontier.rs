@@ -348,7 +348,14 @@ fn tune_row(
         return Ok(None);
     };
     let (scaler, _) = suggest::scaled(case.scaler, factor)?;
-    let mut tuned = tune::tune(case, &scaler, (gpu_hours, attainment), goal, search.threads)?;
+    let mut tuned = tune::tune(
+        case,
+        &scaler,
+        (gpu_hours, attainment),
+        goal,
+        &crate::suggest::Ceiling::new(),
+        search.threads,
+    )?;
     let Some(report) = tuned.report.take() else {
         return Ok(None);
     };

@@ -162,14 +162,20 @@ mod tests {
         let s = scaler(json!({"type": "TokenThroughput", "tokenThroughput": {
             "serverTargetTokensPerSecond": "4000", "ttftTargetMilliseconds": "300"}}));
         let g = of(&s, &target()).unwrap();
-        assert_eq!((g.ttft_seconds, g.itl_seconds, g.in_spec), (0.3, 0.05, true));
+        assert_eq!(
+            (g.ttft_seconds, g.itl_seconds, g.in_spec),
+            (0.3, 0.05, true)
+        );
         assert_eq!(differ_note(g, &slo(0.3, 0.05)), None);
         let note = differ_note(g, &slo(0.15, 0.05)).unwrap();
         assert!(note.starts_with("the scaler's guards aim at TTFT 300 ms and ITL 50 ms; the SLO grades TTFT <= 150 ms"), "{note}");
         let proportional = scaler(json!({"type": "Proportional", "proportional": {
             "metric": "QueueDepth", "roleTargets": [{"name": "server", "target": "8"}]}}));
         let g = of(&proportional, &target()).unwrap();
-        assert_eq!((g.ttft_seconds, g.itl_seconds, g.in_spec), (0.5, 0.05, false));
+        assert_eq!(
+            (g.ttft_seconds, g.itl_seconds, g.in_spec),
+            (0.5, 0.05, false)
+        );
     }
 
     #[test]
@@ -180,7 +186,10 @@ mod tests {
         let (aimed, changed) = aimed_at(&s, &slo(0.15, 0.04)).unwrap();
         assert_eq!(
             changed,
-            ["ttftTargetMilliseconds 500 -> 150", "itlTargetMilliseconds 50 -> 40"]
+            [
+                "ttftTargetMilliseconds 500 -> 150",
+                "itlTargetMilliseconds 50 -> 40"
+            ]
         );
         let g = of(&aimed, &target()).unwrap();
         assert_eq!((g.ttft_seconds, g.itl_seconds), (0.15, 0.04));

@@ -11,6 +11,8 @@
 //! capacity (module `tune`). Every trial is a whole `mds simulate` run on the same world and
 //! seed, run side by side.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -29,12 +31,96 @@ pub struct Trial {
     pub attainment: Option<f64>,
     pub gpu_hours: f64,
     pub violations: usize,
+    /// A token target above its role's knee at the goal: never suggested (one replica does
+    /// not serve that much within the SLO; the latency guard would be doing the scaling).
+    pub above_knee: bool,
 }
 
 impl Trial {
     fn meets(&self, goal: f64) -> bool {
         self.violations == 0 && self.attainment.is_some_and(|a| a >= goal)
     }
+}
+
+/// A peer at the suggested capacity.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PeerCost {
+    pub peer: String,
+    pub attainment: Option<f64>,
+    pub gpu_hours: f64,
+}
+
+/// The default peers configured from `scaler`'s capacity, on `case`'s world.
+fn peers_at(
+    case: &Case,
+    scaler: &ModelDeploymentScaler,
+    threads: usize,
+) -> Result<Vec<PeerCost>, SimError> {
+    let case = Case {
+        scaler,
+        trace: case.trace.clone(),
+        ..*case
+    };
+    // Only the peers whose knob the capacity sets (a KV or SLA knob is not configured from it).
+    let contenders: Vec<Contender> = crate::frontier::DEFAULT_PEERS
+        .iter()
+        .filter(|name| {
+            matches!(
+                name.knob(),
+                crate::roster::Knob::Capacity | crate::roster::Knob::RequestTarget
+            )
+        })
+        .map(|name| Contender::Peer {
+            name: *name,
+            factor: 1.0,
+        })
+        .collect();
+    let reports = compare::run_all(&case, &contenders, threads, &|_| {})?;
+    Ok(reports
+        .into_iter()
+        .map(|r| PeerCost {
+            peer: r.inputs.scaler.clone(),
+            attainment: r.summary.totals.attainment,
+            gpu_hours: r.summary.totals.gpu_hours,
+        })
+        .collect())
+}
+
+/// GPU-hours within this share of the cheapest are a near-tie, broken toward headroom (the
+/// smaller per-replica target).
+const NEAR_TIE: f64 = 0.01;
+
+/// Each role kind's knee at the goal, tokens/s (the least over its roles), keyed as the token
+/// fields name kinds: `server`, `prefill`, `decode`, `encode`.
+pub type Ceiling = BTreeMap<String, f64>;
+
+/// The knees `case`'s roles reach at `goal` on the trace's mix (module `capacity`).
+pub fn ceiling(case: &Case, goal: f64, threads: usize) -> Ceiling {
+    let curves = crate::run::curves(case.scaler, case.target, &case.trace, case.options, threads);
+    let mut out = Ceiling::new();
+    for (role, c) in &curves {
+        let knee = c.one().and_then(|c| c.knee(goal));
+        let kind = case.target.spec.roles.iter().find(|r| &r.name == role);
+        if let (Some(knee), Some(r)) = (knee, kind) {
+            let label = format!("{:?}", r.kind()).to_lowercase();
+            let least = out.entry(label).or_insert(f64::INFINITY);
+            *least = least.min(knee.tokens_per_second);
+        }
+    }
+    out
+}
+
+/// Whether a token target of `algorithm` (a capacity or a fallback's target) is above its
+/// kind's knee.
+pub(crate) fn above_knee(algorithm: &Value, ceiling: &Ceiling) -> bool {
+    target_fields(algorithm).iter().any(|(path, v)| {
+        let field = path.last().map(String::as_str).unwrap_or_default();
+        let kind = field
+            .strip_suffix("TargetTokensPerSecond")
+            .or_else(|| field.strip_suffix("TokenCapacityPerReplica"));
+        kind.and_then(|k| ceiling.get(k))
+            .is_some_and(|knee| *v > knee * (1.0 + 1e-9))
+    })
 }
 
 /// The search's answer.
@@ -44,6 +130,11 @@ pub struct Suggestion {
     pub goal: f64,
     /// The guard targets set to what the SLO implies before the search (`field old -> new`).
     pub guard_changes: Vec<String>,
+    /// Each role kind's knee at the goal: no target above it is suggested.
+    pub ceiling: Ceiling,
+    /// The default peers configured from the suggested capacity (they use it too), each with
+    /// its attainment and GPU-hours on the same world.
+    pub peers: Vec<PeerCost>,
     /// Every setting tried, by factor.
     pub trials: Vec<Trial>,
     /// The cheapest that meets the goal (`None`: none does).
@@ -194,12 +285,16 @@ pub(crate) fn scaled(
 fn run_factors(
     case: &Case,
     factors: &[f64],
+    ceiling: &Ceiling,
     threads: usize,
 ) -> Result<(Vec<Trial>, f64), SimError> {
     let mut contenders = Vec::new();
     let mut targets = Vec::new();
+    let mut over = Vec::new();
     for f in factors {
         let (scaler, t) = scaled(case.scaler, *f)?;
+        let doc = serde_json::to_value(&scaler.spec).unwrap_or_default();
+        over.push(above_knee(&doc["algorithm"], ceiling));
         contenders.push(Contender::Mds {
             name: format!("x{f}"),
             scaler: Box::new(scaler),
@@ -220,12 +315,14 @@ fn run_factors(
         .iter()
         .zip(factors)
         .zip(targets)
-        .map(|((row, f), t)| Trial {
+        .zip(over)
+        .map(|(((row, f), t), above_knee)| Trial {
             factor: *f,
             targets: t,
             attainment: row.attainment,
             gpu_hours: row.gpu_hours,
             violations: row.violations,
+            above_knee,
         })
         .collect();
     Ok((trials, unattainable_share))
@@ -248,7 +345,8 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
         ));
     }
     let grid = [0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6, 8.0];
-    let (mut trials, unattainable_share) = run_factors(case, &grid, threads)?;
+    let ceiling = ceiling(case, goal, threads);
+    let (mut trials, unattainable_share) = run_factors(case, &grid, &ceiling, threads)?;
     for _ in 0..3 {
         trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
         let Some(best) = cheapest(&trials, goal) else {
@@ -262,7 +360,7 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
             break;
         }
         let mid = (mid * 1000.0).round() / 1000.0;
-        trials.extend(run_factors(case, &[mid], threads)?.0);
+        trials.extend(run_factors(case, &[mid], &ceiling, threads)?.0);
     }
     trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
     let chosen = cheapest(&trials, goal).cloned();
@@ -270,7 +368,7 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
         Some(t) => {
             let (scaler, _) = scaled(case.scaler, t.factor)?;
             let seed = (t.gpu_hours, t.attainment.unwrap_or(goal));
-            let tuned = crate::tune::tune(case, &scaler, seed, goal, threads)?;
+            let tuned = crate::tune::tune(case, &scaler, seed, goal, &ceiling, threads)?;
             let spec = serde_json::to_value(&tuned.scaler.spec)
                 .map_err(|e| SimError::Input(e.to_string()))?;
             let behavior_changed = tuned.steps.iter().any(|s| s.field.starts_with("behavior."));
@@ -282,9 +380,15 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
         }
         None => (None, None),
     };
+    let peers = match &tuned {
+        Some(t) => peers_at(case, &t.scaler, threads)?,
+        None => Vec::new(),
+    };
     Ok(Suggestion {
         goal,
         guard_changes,
+        ceiling,
+        peers,
         trials,
         chosen,
         fragment,
@@ -293,13 +397,63 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
     })
 }
 
-/// The trial with the fewest GPU-hours among those that meet the goal.
+/// The trial with the fewest GPU-hours among those at or below the knee that meet the goal;
+/// of near-ties (within [`NEAR_TIE`]), the one with the most headroom (the smallest factor).
 fn cheapest(trials: &[Trial], goal: f64) -> Option<&Trial> {
-    trials.iter().filter(|t| t.meets(goal)).min_by(|a, b| {
-        a.gpu_hours.total_cmp(&b.gpu_hours).then(
-            b.attainment
-                .unwrap_or(0.0)
-                .total_cmp(&a.attainment.unwrap_or(0.0)),
-        )
-    })
+    let meeting = || trials.iter().filter(|t| t.meets(goal) && !t.above_knee);
+    let least = meeting().map(|t| t.gpu_hours).min_by(f64::total_cmp)?;
+    meeting()
+        .filter(|t| t.gpu_hours <= least * (1.0 + NEAR_TIE))
+        .min_by(|a, b| a.factor.total_cmp(&b.factor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn trial(factor: f64, gpu_hours: f64, above_knee: bool) -> Trial {
+        Trial {
+            factor,
+            targets: vec![],
+            attainment: Some(0.96),
+            gpu_hours,
+            violations: 0,
+            above_knee,
+        }
+    }
+
+    #[test]
+    fn the_cheapest_is_at_or_below_the_knee_and_near_ties_go_to_headroom() {
+        let trials = [
+            trial(1.0, 2.50, false),
+            trial(1.2, 2.48, false),
+            trial(1.4, 2.40, false),
+            trial(1.6, 2.39, false),
+            trial(4.0, 1.90, true),
+        ];
+        // 2.39 is the least at or below the knee; 2.40 is within 1 % of it and has more
+        // headroom (the smaller target).
+        assert_eq!(cheapest(&trials, 0.95).map(|t| t.factor), Some(1.4));
+        assert_eq!(cheapest(&trials[4..], 0.95), None);
+    }
+
+    #[test]
+    fn a_capacity_or_fallback_target_over_its_kinds_knee_is_above_it() {
+        let ceiling = Ceiling::from([("server".to_string(), 4000.0)]);
+        let at = json!({"type": "Predictive", "predictive": {
+            "serverTokenCapacityPerReplica": "4000",
+            "tokenThroughput": {"serverTargetTokensPerSecond": "3000"}}});
+        assert!(!above_knee(&at, &ceiling));
+        let fallback_over = json!({"type": "Predictive", "predictive": {
+            "serverTokenCapacityPerReplica": "3000",
+            "tokenThroughput": {"serverTargetTokensPerSecond": "4001"}}});
+        assert!(above_knee(&fallback_over, &ceiling));
+        let proportional = json!({"type": "Proportional", "proportional": {
+            "roleTargets": [{"name": "server", "target": "8000"}]}});
+        assert!(
+            !above_knee(&proportional, &ceiling),
+            "a request target is not tokens/s"
+        );
+    }
 }

@@ -211,6 +211,7 @@ pub fn tune(
     start: &ModelDeploymentScaler,
     (gpu_hours, attainment): (f64, f64),
     goal: f64,
+    ceiling: &crate::suggest::Ceiling,
     threads: usize,
 ) -> Result<Tuned, SimError> {
     let mut spec = serde_json::to_value(&start.spec)
@@ -228,6 +229,11 @@ pub fn tune(
                        (field, from): (String, String),
                        candidates: Vec<(Value, String)>|
      -> Result<(), SimError> {
+        // A capacity above the knee is never suggested (module `suggest`).
+        let candidates: Vec<(Value, String)> = candidates
+            .into_iter()
+            .filter(|(s, _)| !crate::suggest::above_knee(&s["algorithm"], ceiling))
+            .collect();
         let specs: Vec<Value> = candidates.iter().map(|(s, _)| s.clone()).collect();
         let outcomes = run_specs(case, start, &specs, threads)?;
         trials += outcomes.iter().flatten().count();

@@ -88,9 +88,11 @@ fn a_single_runs_quota_is_on_its_world_line_and_in_its_json_inputs() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(stdout.contains(", seed 1, quota h100-pcie=3"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(report["inputs"]["quota"], serde_json::json!({"h100-pcie": 3}));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(
+        report["inputs"]["quota"],
+        serde_json::json!({"h100-pcie": 3})
+    );
     let unlimited = mds(&args(&["--no-report"]), None);
     assert!(text(&unlimited.stdout).contains(", seed 1, quota unlimited"));
 }
@@ -967,12 +969,24 @@ fn every_example_simulates_as_given_and_a_missing_target_is_named() {
     for example in &examples {
         let out = mds(
             &[
-                "simulate", "--no-progress", "--no-report", "--compare", "none", "--until", "2m",
-                "--scaler", example,
+                "simulate",
+                "--no-progress",
+                "--no-report",
+                "--compare",
+                "none",
+                "--until",
+                "2m",
+                "--scaler",
+                example,
             ],
             None,
         );
-        assert_eq!(out.status.code(), Some(0), "{example}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{example}: {}",
+            text(&out.stderr)
+        );
     }
     let scratch = Scratch::new("simulate-no-target");
     let scaler_only = std::fs::read_to_string(format!("{root}/examples/predictive.yaml"))
@@ -1018,7 +1032,10 @@ fn the_scalers_targets_drive_its_guards_and_suggest_pastes_the_slos() {
             .lines()
             .find(|l| l.starts_with(&format!("  {name} ")))
             .unwrap_or_else(|| panic!("no {name} row in {stdout}"));
-        line.split_whitespace().skip(1).collect::<Vec<_>>().join(" ")
+        line.split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
     };
     assert_eq!(row("mds"), row("mds-tokenthroughput"), "{stdout}");
     assert!(
@@ -1046,5 +1063,72 @@ fn the_scalers_targets_drive_its_guards_and_suggest_pastes_the_slos() {
             && stdout.contains("ttftTargetMilliseconds: \"300\""),
         "{stdout}{}",
         text(&suggested.stderr)
+    );
+}
+
+/// `--suggest` never suggests a capacity above the knee, marks the settings above it, breaks
+/// near-ties toward headroom and says what the peers cost at the suggested capacity (issue 27
+/// item 6). A Predictive scaler: its cheapest settings sit far above the knee, the latency
+/// guard doing the scaling.
+#[test]
+fn suggest_stays_at_or_below_the_knee_and_prices_the_peers_there() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let chat = std::fs::read_to_string(format!("{root}/examples/simulate/chat.yaml")).unwrap();
+    let predictive = chat.replace(
+        "    type: TokenThroughput\n    tokenThroughput:\n      # Cache-missed prompt plus generation tokens one replica serves within the SLO.\n      serverTargetTokensPerSecond: \"4000\"\n      ttftTargetMilliseconds: \"500\"\n      itlTargetMilliseconds: \"50\"\n",
+        "    type: Predictive\n    predictive:\n      serverTokenCapacityPerReplica: \"4000\"\n      tokenThroughput:\n        serverTargetTokensPerSecond: \"4000\"\n",
+    );
+    assert_ne!(predictive, chat, "the example's algorithm block moved");
+    let scratch = Scratch::new("suggest-knee");
+    let path = scratch.file("predictive.yaml", &predictive);
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--suggest",
+            "--scaler",
+            &path,
+            "--goal",
+            "90",
+            "--load",
+            "sinusoid:mean=6,amplitude=4,period=450,duration=900,prompt=1024,output=256",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let number_after = |line: &str, marker: &str| -> f64 {
+        let rest = &line[line.find(marker).unwrap() + marker.len()..];
+        rest.split(|c: char| !c.is_ascii_digit() && c != '.')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let knee_line = stdout
+        .lines()
+        .find(|l| l.contains("knee at the goal: server "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let knee = number_after(knee_line, "server ");
+    assert!(stdout.contains("(above the knee)"), "{stdout}");
+    let pasted = stdout
+        .lines()
+        .filter(|l| {
+            l.contains("TargetTokensPerSecond: \"") || l.contains("TokenCapacityPerReplica: \"")
+        })
+        .map(|l| number_after(l, ": \""))
+        .collect::<Vec<_>>();
+    assert_eq!(pasted.len(), 2, "{stdout}");
+    for capacity in pasted {
+        assert!(
+            capacity <= knee,
+            "{capacity} above the knee {knee}:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains(
+            "the peers whose per-replica target comes from the capacity, at the suggested one"
+        ) && stdout.contains("  hpa "),
+        "{stdout}"
     );
 }

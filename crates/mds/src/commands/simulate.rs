@@ -712,7 +712,14 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         notes.push_str(&super::error_line(why));
     }
     if report.violations.is_empty() {
-        return Ok((out, if served_nothing.is_some() { NOTHING_SERVED } else { 0 }));
+        return Ok((
+            out,
+            if served_nothing.is_some() {
+                NOTHING_SERVED
+            } else {
+                0
+            },
+        ));
     }
     let mut lines = String::new();
     for v in &report.violations {

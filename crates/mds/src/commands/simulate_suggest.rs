@@ -77,6 +77,27 @@ fn tuning(out: &mut String, tuned: &Tuned, goal: f64) {
     );
 }
 
+/// What the default peers cost configured from the suggested capacity.
+fn peers(out: &mut String, s: &Suggestion) {
+    if s.peers.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nthe peers whose per-replica target comes from the capacity, at the suggested one, same world:"
+    );
+    for p in &s.peers {
+        let _ = writeln!(
+            out,
+            "  {:<18} {:>6} %  {:>6.2} GPU-hours",
+            p.peer,
+            p.attainment
+                .map_or("-".into(), |a| format!("{:.1}", a * 100.0)),
+            p.gpu_hours
+        );
+    }
+}
+
 fn report(case: &Case, s: &Suggestion) -> String {
     let mut out = String::new();
     let i = case.options;
@@ -111,6 +132,18 @@ fn report(case: &Case, s: &Suggestion) -> String {
     if let Some(r) = &refusals {
         let _ = writeln!(out, "  refused: {}", r.describe(i.profile.name));
     }
+    if !s.ceiling.is_empty() {
+        let knees: Vec<String> = s
+            .ceiling
+            .iter()
+            .map(|(kind, k)| format!("{kind} {k:.0} tokens/s"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  knee at the goal: {}; no target above it is suggested, and near-ties (within 1 % of GPU-hours) go to the smaller target",
+            knees.join(", ")
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -121,6 +154,7 @@ fn report(case: &Case, s: &Suggestion) -> String {
         let mark = match &s.chosen {
             Some(c) if c.factor == t.factor => " <- cheapest within the goal",
             _ if t.violations > 0 => " (invariant violations)",
+            _ if t.above_knee => " (above the knee)",
             _ => "",
         };
         let _ = writeln!(
@@ -153,15 +187,17 @@ fn report(case: &Case, s: &Suggestion) -> String {
             if let Some((t, a)) = cheaper_miss {
                 let _ = writeln!(
                     out,
-                    "  the best cheaper setting tried ({}) gives {:.1} % at {:.2} GPU-hours",
+                    "  the best cheaper setting tried ({}) gives {:.1} % at {:.2} GPU-hours{}",
                     targets(t),
                     a * 100.0,
-                    t.gpu_hours
+                    t.gpu_hours,
+                    if t.above_knee { ", above the knee" } else { "" }
                 );
             }
             if let Some(tuned) = &s.tuned {
                 tuning(&mut out, tuned, s.goal);
             }
+            peers(&mut out, s);
             let _ = writeln!(out, "\npaste into the scaler's spec:\n{fragment}");
         }
         _ => {
@@ -170,6 +206,20 @@ fn report(case: &Case, s: &Suggestion) -> String {
                 "\nno setting tried meets {:.1} %: raise the roles' maxReplicas, relax the SLO or lower the goal",
                 s.goal * 100.0
             );
+            let over = s
+                .trials
+                .iter()
+                .filter(|t| t.above_knee && t.violations == 0)
+                .filter(|t| t.attainment.is_some_and(|a| a >= s.goal))
+                .min_by(|a, b| a.gpu_hours.total_cmp(&b.gpu_hours));
+            if let Some(t) = over {
+                let _ = writeln!(
+                    out,
+                    "  {} meets it at {:.2} GPU-hours, but above the knee: one replica does not serve that within the SLO, the latency guard would be scaling",
+                    targets(t),
+                    t.gpu_hours
+                );
+            }
             if s.unattainable_share > 0.0 {
                 let ceiling = 1.0 - s.unattainable_share;
                 let _ = writeln!(
