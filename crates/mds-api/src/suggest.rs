@@ -7,13 +7,30 @@
 pub fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let lower = word.to_lowercase();
     let allowed = if word.chars().count() > 4 { 2 } else { 1 };
-    known
-        .into_iter()
-        .filter(|k| *k != word)
-        .map(|k| (edit_distance(&lower, &k.to_lowercase()), k))
+    let known: Vec<&'a str> = known.into_iter().filter(|k| *k != word).collect();
+    let near = known
+        .iter()
+        .map(|k| (edit_distance(&lower, &k.to_lowercase()), *k))
         .filter(|(d, _)| *d <= allowed)
         .min()
-        .map(|(_, k)| k)
+        .map(|(_, k)| k);
+    near.or_else(|| abbreviated(&lower, &known))
+}
+
+/// The one known name `word` abbreviates (`horizonSecs` for `horizonSeconds`): the known name
+/// starts with the word less a trailing plural `s`, at least five letters of it.
+fn abbreviated<'a>(lower: &str, known: &[&'a str]) -> Option<&'a str> {
+    let stem = lower.strip_suffix('s').unwrap_or(lower);
+    if stem.chars().count() < 5 {
+        return None;
+    }
+    let mut matches = known
+        .iter()
+        .filter(|k| k.to_lowercase().starts_with(stem));
+    match (matches.next(), matches.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
 }
 
 /// Levenshtein distance over characters.
@@ -72,6 +89,12 @@ mod tests {
             "a known name is no typo"
         );
         assert_eq!(closest("prefil", ["decode", "prefill"]), Some("prefill"));
+        let predictive = ["horizonSeconds", "qLevel", "qTrend", "measurementNoise"];
+        assert_eq!(closest("horizonSecs", predictive), Some("horizonSeconds"));
+        assert_eq!(closest("horizon", predictive), Some("horizonSeconds"));
+        // An abbreviation of two names, or of under five letters, suggests nothing.
+        assert_eq!(closest("qLev", predictive), None);
+        assert_eq!(closest("stableWin", ["stableWindowSeconds", "stableWindowX"]), None);
     }
 
     #[test]

@@ -74,7 +74,7 @@ fn a_step_changes_the_count_at_its_time() {
 
 #[test]
 fn a_ramp_integrates_to_its_trapezoid() {
-    let trace = load("ramp:from=1,to=10,start=300,duration=1200").generate(SEED);
+    let trace = load("ramp:from=1,to=10,start=300,over=1200").generate(SEED);
     poisson("before", count(&trace, 0.0, 300.0), 300.0);
     poisson(
         "ramp",
@@ -212,7 +212,7 @@ fn the_documented_specs_parse_to_their_shapes() {
             },
         ),
         (
-            "ramp:from=1,to=10,start=300,duration=1200",
+            "ramp:from=1,to=10,start=300,over=1200",
             Shape::Ramp {
                 from: 1.0,
                 to: 10.0,
@@ -278,7 +278,7 @@ fn times_take_suffixes_and_common_keys_override_the_defaults() {
     assert_eq!(load("constant:rate=1,duration=90s").duration_seconds, 90.0);
     assert_eq!(load("constant:rate=1,length=2m").duration_seconds, 120.0);
     // A ramp's `duration` is the ramp's; `length` is the trace's.
-    let ramp = load("ramp:from=1,to=2,start=0,duration=5m,length=1h");
+    let ramp = load("ramp:from=1,to=2,start=0,over=5m,duration=1h");
     assert_eq!(ramp.duration_seconds, 3600.0);
     assert!(matches!(ramp.shape, Shape::Ramp { duration, .. } if duration == 300.0));
     assert!(
@@ -318,8 +318,13 @@ fn every_parse_error_names_the_shape_or_key_and_the_rule() {
         ],
     );
     rejected(
-        "ramp:from=1,to=2,start=0,duration=1,duration=2",
-        &["duration", "twice"],
+        "ramp:from=1,to=2,start=0,over=1,over=2",
+        &["over", "twice"],
+    );
+    // A ramp's own length is `over`; `duration` is the whole load's, as for every shape.
+    rejected(
+        "ramp:from=1,to=2,start=0,duration=1200",
+        &["missing required key over (the ramp's own length; duration is the whole load's)"],
     );
     rejected("constant:rate", &["\"rate\"", "key=value"]);
     rejected("constant:rate=", &["rate", "no value"]);
@@ -346,8 +351,8 @@ fn every_parse_error_names_the_shape_or_key_and_the_rule() {
     // Rules between values.
     rejected("constant:rate=1,duration=0", &["duration", "positive"]);
     rejected(
-        "ramp:from=1,to=2,start=0,duration=9,length=0",
-        &["length", "positive"],
+        "ramp:from=1,to=2,start=0,over=9,duration=0",
+        &["duration", "positive"],
     );
     rejected(
         "constant:rate=1,duration=1,length=1",
@@ -392,7 +397,7 @@ fn validate_guards_loads_built_in_code() {
         prompt_tokens: 10,
         output_tokens: 10,
     };
-    assert!(ramp.validate().unwrap_err().contains("length"));
+    assert!(ramp.validate().unwrap_err().contains("duration"));
 }
 
 // ---- trace transforms -------------------------------------------------------------------

@@ -97,7 +97,7 @@ impl Slo {
         };
         let base = latency(base)?;
         if base <= 0.0 {
-            return Err("it must be positive".into());
+            return Err("a duration must be positive".into());
         }
         Ok((base, allowance))
     }
@@ -125,6 +125,9 @@ impl Slo {
 /// 500 ms than as the 500 s it would read as, so it is refused with that suggestion.
 pub fn latency(text: &str) -> Result<f64, String> {
     let trimmed = text.trim();
+    if trimmed.starts_with('-') {
+        return Err("a duration must be positive".into());
+    }
     if trimmed.parse::<f64>().is_ok() {
         return Err(format!(
             "a latency needs its unit (ms, s): did you mean {trimmed}ms?"

@@ -26,14 +26,17 @@ enum Command {
     /// --engine fluid), and reads the engines' /metrics pages through the production parser.
     /// Prints SLO attainment, TTFT and ITL percentiles, GPU-hours, replicas, scale actions and
     /// flaps; --json writes everything, one-minute bins included. The spec's invariants are
-    /// checked after every pass. With no arguments it runs the bundled example (a
-    /// TokenThroughput scaler on one hour of the Azure conversation trace). The scaler and
-    /// target go through the same checks as `mds validate` first. docs/simulator.md explains
-    /// the model, its limits and the output.
+    /// checked after every pass. With no arguments it draws the frontier of the bundled
+    /// example: every policy (our three algorithms, the --suggest scaler and the peers) at its
+    /// cheapest setting for 90, 95 and 99 % of requests within the SLO, on one hour of the
+    /// Azure conversation trace. --scaler FILE runs your scaler alone; --compare all or
+    /// --frontier sets it against the peers. The scaler and target go through the same checks as
+    /// `mds validate` first. docs/simulator.md explains the model, its limits and the output.
     ///
     /// Exit status: 0 simulated, every invariant held; 1 an invariant was broken (each on
     /// standard error with its moment and rule), or the scaler or target is invalid; 2 an
-    /// input could not be read or breaks a rule (the message names the flag, file or line).
+    /// input could not be read or breaks a rule (the message names the flag, file or line);
+    /// 3 the run finished no request (the error line says why).
     Simulate(Box<commands::simulate::Args>),
     /// Print the ModelDeploymentScaler CustomResourceDefinition as YAML.
     ///

@@ -1132,3 +1132,79 @@ fn suggest_stays_at_or_below_the_knee_and_prices_the_peers_there() {
         "{stdout}"
     );
 }
+
+/// The first hour's slips each get an error that names the fix (issue 27 items 9 and 12).
+#[test]
+fn slips_get_errors_that_name_the_fix() {
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["simulate", "--trace", "azure-2023-conv"],
+            "azure-2023-conv: cannot read: No such file or directory (os error 2); did you mean bundled:azure-2023-conv?",
+        ),
+        (
+            vec!["simulate", "--compare", "HPA"],
+            "--compare \"HPA\": no policy \"HPA\" (did you mean hpa?)",
+        ),
+        (
+            vec!["simulate", "--compare", "keda"],
+            "(KEDA scales through an HPA on its metric, so `hpa` stands for it)",
+        ),
+        (
+            vec!["simulate", "--slo-ttft", "-1"],
+            "--slo-ttft \"-1\": a duration must be positive",
+        ),
+        (
+            vec!["simulate", "--slo-itl", "-5ms"],
+            "--slo-itl \"-5ms\": a duration must be positive",
+        ),
+    ];
+    for (argv, message) in cases {
+        let out = mds(&argv, None);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{argv:?}: {stderr}");
+        assert!(stderr.contains(message), "{argv:?}: {message:?} not in {stderr}");
+    }
+    let listed = text(&mds(&["simulate", "--compare", "list"], None).stdout);
+    assert!(listed.contains("KEDA scales through an HPA on its metric: `hpa` stands for it."));
+
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let chat = std::fs::read_to_string(format!("{root}/examples/simulate/chat.yaml")).unwrap();
+    let scratch = Scratch::new("slips");
+    let target_only = scratch.file("target.yaml", chat.split("---\n").next().unwrap());
+    let out = mds(&["validate", "-f", &target_only], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "no ModelDeploymentScaler documents found ({target_only} holds ModelDeployment); a ModelDeployment alone is checked as the --target of a scaler"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    let misspelt = chat.replace(
+        "      itlTargetMilliseconds: \"50\"\n",
+        "      itlTargetMilliseconds: \"50\"\n      stableWindowSecs: 60\n",
+    );
+    let out = mds(&["validate", "-f", &scratch.file("misspelt.yaml", &misspelt)], None);
+    assert!(
+        text(&out.stdout).contains("stableWindowSecs: is not a field of ModelDeploymentScaler and is dropped by the API server; did you mean stableWindowSeconds?"),
+        "{}",
+        text(&out.stdout)
+    );
+    let stamped = format!("{chat}status:\n  roles:\n    - name: server\n      lastScaleUpTime: \"yesterday\"\n");
+    let out = mds(
+        &["simulate", "--no-progress", "--compare", "none", "--scaler", &scratch.file("stamped.yaml", &stamped)],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("status.roles[0].lastScaleUpTime: \"yesterday\" is not a timestamp; give one in RFC 3339, such as 2026-12-03T09:21:43Z"),
+        "{}",
+        text(&out.stderr)
+    );
+    let help = text(&mds(&["simulate", "--help"], None).stdout);
+    assert!(
+        help.contains("With no arguments it draws the frontier of the bundled example")
+            && !help.contains("runs the bundled example (a TokenThroughput scaler"),
+        "{help}"
+    );
+}

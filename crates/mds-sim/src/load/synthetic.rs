@@ -81,12 +81,7 @@ fn shape_keys(name: &str) -> Option<&'static [(&'static str, Kind)]> {
     Some(match name {
         "constant" => &[("rate", Rate)],
         "step" => &[("from", Rate), ("to", Rate), ("at", Time)],
-        "ramp" => &[
-            ("from", Rate),
-            ("to", Rate),
-            ("start", Time),
-            ("duration", Time),
-        ],
+        "ramp" => &[("from", Rate), ("to", Rate), ("start", Time), ("over", Time)],
         "sinusoid" => &[("mean", Rate), ("amplitude", Rate), ("period", Time)],
         "flash-crowd" => &[
             ("base", Rate),
@@ -128,7 +123,7 @@ impl Shape {
                 ("from", from),
                 ("to", to),
                 ("start", start),
-                ("duration", duration),
+                ("over", duration),
             ],
             Shape::Sinusoid {
                 mean,
@@ -304,23 +299,17 @@ pub struct Synthetic {
 }
 
 impl Synthetic {
-    /// The key that sets the trace's length in a spec: `duration`, except for a ramp, whose
-    /// `duration` is the ramp's own, so its trace length is `length` (every shape takes
-    /// `length`).
+    /// The key that sets the trace's length in a spec (`length` is the same key).
     fn length_key(&self) -> &'static str {
-        match self.shape {
-            Shape::Ramp { .. } => "length",
-            _ => "duration",
-        }
+        "duration"
     }
 
     /// Reads a `--load` spec: `NAME:key=value,key=value`.
     ///
     /// Shapes and their keys (all required): `constant:rate`, `step:from,to,at`,
-    /// `ramp:from,to,start,duration`, `sinusoid:mean,amplitude,period`,
+    /// `ramp:from,to,start,over` (`over`: the ramp's own length), `sinusoid:mean,amplitude,period`,
     /// `flash-crowd:base,peak,at,rise,hold,decay`, `on-off:rate,on,off`. Every shape also takes
-    /// `duration` (the trace's length, 3600 s by default; `length` is the same key, and the
-    /// only one for a ramp, whose `duration` is the ramp's), `prompt` (mean prompt tokens,
+    /// `duration` (the trace's length, 3600 s by default; `length` is the same key), `prompt` (mean prompt tokens,
     /// 1024) and `output` (mean output tokens, 256). Rates are plain numbers in requests per
     /// second; times are seconds or carry a suffix `s`, `m` or `h` (`90s`, `10m`, `1.5h`).
     /// Spaces around items are ignored, and so are empty items.
@@ -336,10 +325,7 @@ impl Synthetic {
                 SHAPE_NAMES.join(", ")
             ));
         };
-        let mut common: Vec<&str> = vec!["duration", "length", "prompt", "output"];
-        if name == "ramp" {
-            common.retain(|k| *k != "duration");
-        }
+        let common = ["duration", "length", "prompt", "output"];
         let allowed: Vec<&str> = keys.iter().map(|(k, _)| *k).chain(common).collect();
 
         let given = key_values(name, rest, &allowed)?;
@@ -349,8 +335,13 @@ impl Synthetic {
         for &(key, kind) in keys {
             let Some(text) = find(key) else {
                 let required: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
+                let hint = if key == "over" {
+                    " (the ramp's own length; duration is the whole load's)"
+                } else {
+                    ""
+                };
                 return Err(format!(
-                    "{name}: missing required key {key}; {name} needs {}",
+                    "{name}: missing required key {key}{hint}; {name} needs {}",
                     required.join(", ")
                 ));
             };
@@ -390,10 +381,7 @@ impl Synthetic {
             },
         };
 
-        let length = match (
-            (name != "ramp").then(|| find("duration")).flatten(),
-            find("length"),
-        ) {
+        let length = match (find("duration"), find("length")) {
             (Some(_), Some(_)) => {
                 return Err(format!(
                     "{name}: duration and length both set the trace's length; give one"
@@ -676,7 +664,7 @@ mod tests {
     fn spec_reads_back() {
         for spec in [
             "constant:rate=4",
-            "ramp:from=1,to=10,start=300,duration=1200,length=2h",
+            "ramp:from=1,to=10,start=300,over=1200,duration=2h",
             "flash-crowd:base=2,peak=20,at=900,rise=30,hold=300,decay=120,prompt=7",
         ] {
             let load = Synthetic::parse(spec).unwrap();

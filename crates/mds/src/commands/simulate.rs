@@ -49,8 +49,9 @@ const NOTHING_SERVED: u8 = 3;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The ModelDeploymentScaler manifest (YAML). Without it, the bundled example: a
-    /// TokenThroughput scaler of one vLLM Server role (examples/simulate/chat.yaml).
+    /// The ModelDeploymentScaler manifest (YAML), with its ModelDeployment in the same file or
+    /// in --target. Without it, the bundled example's scaler: TokenThroughput on one vLLM
+    /// Server role (examples/simulate/chat.yaml), drawn as a frontier against every policy.
     #[arg(long, value_name = "FILE")]
     pub scaler: Option<PathBuf>,
     /// The target ModelDeployment manifest (YAML). Without it, the ModelDeployment in the
@@ -64,7 +65,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE", conflicts_with = "load")]
     pub trace: Option<String>,
     /// A synthetic load instead of a trace, `SHAPE:key=value,...`: constant:rate=4,
-    /// step:from=2,to=8,at=600, ramp:from=1,to=10,start=300,duration=1200,
+    /// step:from=2,to=8,at=600, ramp:from=1,to=10,start=300,over=1200,
     /// sinusoid:mean=4,amplitude=3,period=1800, flash-crowd:base=2,peak=20,at=900,rise=30,
     /// hold=300,decay=120, on-off:rate=6,on=300,off=600; common keys duration (3600 s),
     /// prompt (1024) and output (256) tokens. Or a rate curve from a CSV of windows,
@@ -144,14 +145,14 @@ pub struct Args {
     pub seed: u64,
     /// The TTFT objective: a time, or a time plus an allowance per 1,000 prompt tokens for
     /// long-prompt traces (500ms+100ms/1k).
-    #[arg(long, value_name = "TIME[+TIME/1k]", default_value = "500ms")]
+    #[arg(long, value_name = "TIME[+TIME/1k]", default_value = "500ms", allow_hyphen_values = true)]
     pub slo_ttft: String,
     /// The TTFT objective as K times each request's TTFT on an idle replica of the profile
     /// (DistServe's "SLO scale"), instead of --slo-ttft.
     #[arg(long, value_name = "K")]
     pub slo_scale: Option<f64>,
     /// The inter-token latency objective.
-    #[arg(long, value_name = "TIME", default_value = "50ms")]
+    #[arg(long, value_name = "TIME", default_value = "50ms", allow_hyphen_values = true)]
     pub slo_itl: String,
     /// How a request's inter-token latency is read against --slo-itl: p95 (its own p95 gap
     /// between output tokens, as the engine's histogram and the scaler's guard read it) or
@@ -261,8 +262,15 @@ fn load(args: &Args) -> Result<(Trace, String), Stop> {
         }
         None => {
             let path = PathBuf::from(&source);
-            let text = super::read_text(&path, super::MAX_INPUT_BYTES)
-                .map_err(|e| unusable(format!("{source}: cannot read: {e}")))?;
+            let text = super::read_text(&path, super::MAX_INPUT_BYTES).map_err(|e| {
+                // A bundled trace's name given as a path.
+                let hint = BUNDLED
+                    .iter()
+                    .find(|(n, _)| *n == source.trim_end_matches(".csv").trim_end_matches(".jsonl"))
+                    .map(|(n, _)| format!("; did you mean bundled:{n}?"))
+                    .unwrap_or_default();
+                unusable(format!("{source}: cannot read: {e}{hint}"))
+            })?;
             let jsonl = source.ends_with(".jsonl") || source.ends_with(".json");
             (text, source.clone(), jsonl)
         }

@@ -45,8 +45,18 @@ pub fn names(value: &str) -> Result<Vec<Named>, Stop> {
         } else if let Some(peer) = PeerName::parse(name) {
             Named::Peer(peer)
         } else {
+            let known = std::iter::once("mds")
+                .chain(OURS)
+                .chain(PeerName::ALL.iter().map(|p| p.as_str()));
+            let hint = if name.eq_ignore_ascii_case("keda") {
+                " (KEDA scales through an HPA on its metric, so `hpa` stands for it)".to_string()
+            } else {
+                mds_api::suggest::closest(name, known)
+                    .map(|near| format!(" (did you mean {near}?)"))
+                    .unwrap_or_default()
+            };
             return Err(unusable(format!(
-                "--compare {value:?}: no policy {name:?}; `--compare list` lists them"
+                "--compare {value:?}: no policy {name:?}{hint}; `--compare list` lists them"
             )));
         });
     }
@@ -115,6 +125,7 @@ fn listing() -> String {
     for p in PeerName::ALL {
         let _ = writeln!(out, "  {:<26}{}", p.as_str(), p.summary());
     }
+    out.push_str("KEDA scales through an HPA on its metric: `hpa` stands for it.\n");
     out
 }
 

@@ -208,10 +208,39 @@ pub fn check_inputs(
         out.push_str(&report);
     }
     if scalers == 0 && outcome == Outcome::Valid {
-        // Nothing was validated: in a pipeline that is a mistake, not a pass.
-        err.push_str(&super::error_line(
-            "no ModelDeploymentScaler documents found",
-        ));
+        // Nothing was validated: in a pipeline that is a mistake, not a pass. Name the files
+        // read with -f and what they hold instead.
+        let files: Vec<String> = parsed
+            .iter()
+            .filter(|(input, _)| input.scalers)
+            .map(|(input, docs)| {
+                let kinds: std::collections::BTreeSet<String> =
+                    docs.iter().map(|d| d.kind().unwrap_or("a document without kind").to_string()).collect();
+                let kinds: Vec<String> = kinds.into_iter().collect();
+                if kinds.is_empty() {
+                    format!("{} holds no document", input.name)
+                } else {
+                    format!(
+                        "{} holds {}",
+                        input.name,
+                        mds_api::suggest::and_list(&kinds)
+                    )
+                }
+            })
+            .collect();
+        let hint = if targets.is_empty() {
+            String::new()
+        } else {
+            "; a ModelDeployment alone is checked as the --target of a scaler".to_string()
+        };
+        err.push_str(&super::error_line(&format!(
+            "no ModelDeploymentScaler documents found{}{hint}",
+            if files.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", files.join("; "))
+            }
+        )));
         outcome = Outcome::Unreadable;
     }
     outcome

@@ -195,6 +195,15 @@ fn is_serde_wording(message: &str) -> bool {
 /// What is wrong with `found`, for a field described by `node` (or, without a schema, by
 /// serde's expectation translated to plain words).
 fn problem(found: Option<&Value>, node: Option<&Json>, serde_message: &str) -> String {
+    // A timestamp the date parser refused: say the format, not the parser's words.
+    let date_time = node.is_some_and(|n| n.get("format").and_then(Json::as_str) == Some("date-time"));
+    if let Some(text) = found.and_then(Value::as_str)
+        && (date_time || serde_message.starts_with("failed to parse"))
+    {
+        return format!(
+            "{text:?} is not a timestamp; give one in RFC 3339, such as 2026-12-03T09:21:43Z"
+        );
+    }
     if !is_serde_wording(serde_message) {
         return serde_message.to_string();
     }
