@@ -24,9 +24,7 @@ fn abbreviated<'a>(lower: &str, known: &[&'a str]) -> Option<&'a str> {
     if stem.chars().count() < 5 {
         return None;
     }
-    let mut matches = known
-        .iter()
-        .filter(|k| k.to_lowercase().starts_with(stem));
+    let mut matches = known.iter().filter(|k| k.to_lowercase().starts_with(stem));
     match (matches.next(), matches.next()) {
         (Some(one), None) => Some(one),
         _ => None,
@@ -94,7 +92,10 @@ mod tests {
         assert_eq!(closest("horizon", predictive), Some("horizonSeconds"));
         // An abbreviation of two names, or of under five letters, suggests nothing.
         assert_eq!(closest("qLev", predictive), None);
-        assert_eq!(closest("stableWin", ["stableWindowSeconds", "stableWindowX"]), None);
+        assert_eq!(
+            closest("stableWin", ["stableWindowSeconds", "stableWindowX"]),
+            None
+        );
     }
 
     #[test]

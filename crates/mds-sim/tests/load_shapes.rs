@@ -317,10 +317,7 @@ fn every_parse_error_names_the_shape_or_key_and_the_rule() {
             "from, to, at, duration, length, prompt, output",
         ],
     );
-    rejected(
-        "ramp:from=1,to=2,start=0,over=1,over=2",
-        &["over", "twice"],
-    );
+    rejected("ramp:from=1,to=2,start=0,over=1,over=2", &["over", "twice"]);
     // A ramp's own length is `over`; `duration` is the whole load's, as for every shape.
     rejected(
         "ramp:from=1,to=2,start=0,duration=1200",

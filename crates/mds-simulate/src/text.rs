@@ -459,30 +459,29 @@ pub fn comparison(c: &Comparison, load: &str, requests: usize, quota: &str) -> S
         "flaps",
         ">quota"
     );
-    for r in &c.rows {
-        let _ = writeln!(
-            out,
-            "  {:<24} {:>6} {:>6} {:>6} {:>6} {:>5} {:>6.2} {:>5} {:>5} {:>5} {:>5} {:>6.1} {:>5} {:>6.0}s{}",
-            r.policy,
-            percent(r.attainment),
-            percent(r.attainment_other),
-            percent(r.window_attainment),
-            ms(r.ttft_p95_seconds),
-            ms(r.itl_p95_seconds),
-            r.gpu_hours,
-            times(r.vs_oracle_b),
-            times(r.vs_hpa),
-            times(r.over_provisioning),
-            r.deficit_minutes.map_or("-".into(), |m| m.to_string()),
-            r.scale_actions_per_hour,
-            r.flaps,
-            r.above_budget_seconds,
-            if r.violations > 0 {
-                format!("  {} invariant violation(s)", r.violations)
-            } else {
-                String::new()
-            }
-        );
+    // Rows whose every cell is the same (peers whose variants behave alike here) are one
+    // row, with the others named beneath it.
+    let cells: Vec<String> = c.rows.iter().map(row_cells).collect();
+    let mut shown: Vec<usize> = Vec::new();
+    for (index, r) in c.rows.iter().enumerate() {
+        if shown.iter().any(|&s| cells[s] == cells[index]) {
+            continue;
+        }
+        shown.push(index);
+        let _ = writeln!(out, "  {:<24} {}", r.policy, cells[index]);
+        let same: Vec<&str> = c
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j > index && cells[*j] == cells[index])
+            .map(|(_, other)| other.policy.as_str())
+            .collect();
+        if !same.is_empty() {
+            let _ = writeln!(out, "    = {} (the same results)", same.join(", "));
+        }
+    }
+    if let Some(line) = verdict(c) {
+        let _ = writeln!(out, "  {line}");
     }
     let _ = writeln!(
         out,
@@ -497,6 +496,74 @@ pub fn comparison(c: &Comparison, load: &str, requests: usize, quota: &str) -> S
         }
     );
     out
+}
+
+/// Whether a row is one of ours (`mds`, `mds-*`, the tuned scaler).
+fn is_ours(policy: &str) -> bool {
+    policy == "mds" || policy.starts_with("mds-") || policy.starts_with("mds ")
+}
+
+/// At the bounds' goal: the cheapest row that reaches it, and ours beside it.
+fn verdict(c: &Comparison) -> Option<String> {
+    let goal = c.bounds.as_ref()?.goal;
+    let reaches =
+        |r: &&crate::compare::Row| r.violations == 0 && r.attainment.is_some_and(|a| a >= goal);
+    let cheapest = |ours: bool| {
+        c.rows
+            .iter()
+            .filter(reaches)
+            .filter(|r| is_ours(&r.policy) == ours)
+            .min_by(|a, b| a.gpu_hours.total_cmp(&b.gpu_hours))
+    };
+    let said = |r: Option<&crate::compare::Row>| {
+        r.map_or("none reaches it".to_string(), |r| {
+            format!("{} {:.2} GPU-h", r.policy, r.gpu_hours)
+        })
+    };
+    let (ours, peer) = (cheapest(true), cheapest(false));
+    if ours.is_none() && peer.is_none() {
+        return Some(format!(
+            "verdict at {} %: no policy reaches it",
+            goal * 100.0
+        ));
+    }
+    let ratio = match (ours, peer) {
+        (Some(o), Some(p)) if p.gpu_hours > 0.0 => {
+            format!(" ({:.2}x)", o.gpu_hours / p.gpu_hours)
+        }
+        _ => String::new(),
+    };
+    Some(format!(
+        "verdict at {} %: ours {}, cheapest peer {}{ratio}",
+        goal * 100.0,
+        said(ours),
+        said(peer)
+    ))
+}
+
+/// A comparison row's cells after the policy's name.
+fn row_cells(r: &crate::compare::Row) -> String {
+    format!(
+        "{:>6} {:>6} {:>6} {:>6} {:>5} {:>6.2} {:>5} {:>5} {:>5} {:>5} {:>6.1} {:>5} {:>6.0}s{}",
+        percent(r.attainment),
+        percent(r.attainment_other),
+        percent(r.window_attainment),
+        ms(r.ttft_p95_seconds),
+        ms(r.itl_p95_seconds),
+        r.gpu_hours,
+        times(r.vs_oracle_b),
+        times(r.vs_hpa),
+        times(r.over_provisioning),
+        r.deficit_minutes.map_or("-".into(), |m| m.to_string()),
+        r.scale_actions_per_hour,
+        r.flaps,
+        r.above_budget_seconds,
+        if r.violations > 0 {
+            format!("  {} invariant violation(s)", r.violations)
+        } else {
+            String::new()
+        }
+    )
 }
 
 fn tier_name(tier: f64) -> String {

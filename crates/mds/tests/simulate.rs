@@ -14,6 +14,16 @@ const SHORT: &[&str] = &[
     "none",
 ];
 
+/// Whether a comparison shows `policy`: a row of its own, or named beneath a row with the
+/// same results (`    = a, b (the same results)`).
+fn shows_policy(stdout: &str, policy: &str) -> bool {
+    let policy = policy.trim_end();
+    stdout.lines().any(|l| {
+        l.starts_with(&format!("  {policy} "))
+            || (l.starts_with("    = ") && l.split([' ', ',']).any(|name| name == policy))
+    })
+}
+
 fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     SHORT.iter().copied().chain(extra.iter().copied()).collect()
 }
@@ -190,7 +200,7 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
         (vec!["--cold-start", "soon"], "--cold-start \"soon\""),
         (
             vec!["--slo-ttft", "0ms"],
-            "--slo-ttft \"0ms\": it must be positive",
+            "--slo-ttft \"0ms\": a duration must be positive",
         ),
         (
             vec!["--slo-ttft", "500"],
@@ -439,10 +449,29 @@ fn compare_all_runs_every_policy_at_one_setting() {
     .chain(EVERY_PEER)
     {
         assert!(
-            stdout.contains(&format!("  {policy}")),
+            shows_policy(&stdout, policy),
             "{policy:?} missing:\n{stdout}"
         );
     }
+    // Identical rows are one (issue 27 item 7), and a verdict line says who is cheapest.
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("    "))
+        .map(|l| l.split_whitespace().skip(1).collect())
+        .filter(|cells: &Vec<&str>| cells.len() >= 13)
+        .collect();
+    for (i, a) in rows.iter().enumerate() {
+        assert!(
+            rows[i + 1..].iter().all(|b| b != a),
+            "a repeated row:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.lines().any(
+            |l| l.starts_with("  verdict at 95 %: ours mds-") && l.contains(", cheapest peer ")
+        ),
+        "{stdout}"
+    );
     assert!(stdout.contains("bounds at 95 %: Oracle A"), "{stdout}");
     assert!(
         stdout.contains("knee (what one replica serves): server "),
@@ -533,7 +562,7 @@ fn the_comparison_runs_on_every_bundled_trace() {
         );
         for policy in EVERY_PEER {
             assert!(
-                stdout.contains(&format!("  {policy}")),
+                shows_policy(&stdout, policy),
                 "{trace}: {policy:?}:\n{stdout}"
             );
         }
@@ -1037,7 +1066,12 @@ fn the_scalers_targets_drive_its_guards_and_suggest_pastes_the_slos() {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    assert_eq!(row("mds"), row("mds-tokenthroughput"), "{stdout}");
+    // The same guards, the same run: one row, the other named beneath it.
+    assert!(
+        stdout.contains("    = mds-tokenthroughput (the same results)"),
+        "{stdout}"
+    );
+    row("mds");
     assert!(
         text(&out.stderr).contains(
             "the scaler's guards aim at TTFT 500 ms and ITL 50 ms; the SLO grades TTFT <= 150 ms"
@@ -1162,7 +1196,10 @@ fn slips_get_errors_that_name_the_fix() {
         let out = mds(&argv, None);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{argv:?}: {stderr}");
-        assert!(stderr.contains(message), "{argv:?}: {message:?} not in {stderr}");
+        assert!(
+            stderr.contains(message),
+            "{argv:?}: {message:?} not in {stderr}"
+        );
     }
     let listed = text(&mds(&["simulate", "--compare", "list"], None).stdout);
     assert!(listed.contains("KEDA scales through an HPA on its metric: `hpa` stands for it."));
@@ -1184,15 +1221,27 @@ fn slips_get_errors_that_name_the_fix() {
         "      itlTargetMilliseconds: \"50\"\n",
         "      itlTargetMilliseconds: \"50\"\n      stableWindowSecs: 60\n",
     );
-    let out = mds(&["validate", "-f", &scratch.file("misspelt.yaml", &misspelt)], None);
+    let out = mds(
+        &["validate", "-f", &scratch.file("misspelt.yaml", &misspelt)],
+        None,
+    );
     assert!(
         text(&out.stdout).contains("stableWindowSecs: is not a field of ModelDeploymentScaler and is dropped by the API server; did you mean stableWindowSeconds?"),
         "{}",
         text(&out.stdout)
     );
-    let stamped = format!("{chat}status:\n  roles:\n    - name: server\n      lastScaleUpTime: \"yesterday\"\n");
+    let stamped = format!(
+        "{chat}status:\n  roles:\n    - name: server\n      lastScaleUpTime: \"yesterday\"\n"
+    );
     let out = mds(
-        &["simulate", "--no-progress", "--compare", "none", "--scaler", &scratch.file("stamped.yaml", &stamped)],
+        &[
+            "simulate",
+            "--no-progress",
+            "--compare",
+            "none",
+            "--scaler",
+            &scratch.file("stamped.yaml", &stamped),
+        ],
         None,
     );
     assert_eq!(out.status.code(), Some(2));
@@ -1207,4 +1256,35 @@ fn slips_get_errors_that_name_the_fix() {
             && !help.contains("runs the bundled example (a TokenThroughput scaler"),
         "{help}"
     );
+}
+
+/// Warnings and notes (a dropped unknown field, no --target) come after the results, where a
+/// reader finishing the table sees them (issue 27 item 10): one stream, in the order written.
+#[test]
+fn warnings_print_after_the_results() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let chat = std::fs::read_to_string(format!("{root}/examples/simulate/chat.yaml")).unwrap();
+    let scaler_only = chat.split("---\n").nth(1).unwrap().replace(
+        "      itlTargetMilliseconds: \"50\"\n",
+        "      itlTargetMilliseconds: \"50\"\n      stableWindowSecs: 60\n",
+    );
+    let scratch = Scratch::new("warnings-after");
+    let path = scratch.file("scaler.yaml", &scaler_only);
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{}' simulate --no-progress --no-report --compare none --until 2m --scaler '{path}' 2>&1",
+            env!("CARGO_BIN_EXE_mds")
+        ))
+        .output()
+        .unwrap();
+    let both = text(&out.stdout);
+    let results = both.find("invariants ").unwrap_or_else(|| panic!("{both}"));
+    let note = both
+        .find("mds: note: no --target")
+        .unwrap_or_else(|| panic!("{both}"));
+    let warning = both
+        .find("did you mean stableWindowSeconds?")
+        .unwrap_or_else(|| panic!("{both}"));
+    assert!(results < note && results < warning, "{both}");
 }

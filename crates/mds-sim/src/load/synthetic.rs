@@ -81,7 +81,12 @@ fn shape_keys(name: &str) -> Option<&'static [(&'static str, Kind)]> {
     Some(match name {
         "constant" => &[("rate", Rate)],
         "step" => &[("from", Rate), ("to", Rate), ("at", Time)],
-        "ramp" => &[("from", Rate), ("to", Rate), ("start", Time), ("over", Time)],
+        "ramp" => &[
+            ("from", Rate),
+            ("to", Rate),
+            ("start", Time),
+            ("over", Time),
+        ],
         "sinusoid" => &[("mean", Rate), ("amplitude", Rate), ("period", Time)],
         "flash-crowd" => &[
             ("base", Rate),

@@ -145,14 +145,24 @@ pub struct Args {
     pub seed: u64,
     /// The TTFT objective: a time, or a time plus an allowance per 1,000 prompt tokens for
     /// long-prompt traces (500ms+100ms/1k).
-    #[arg(long, value_name = "TIME[+TIME/1k]", default_value = "500ms", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "TIME[+TIME/1k]",
+        default_value = "500ms",
+        allow_hyphen_values = true
+    )]
     pub slo_ttft: String,
     /// The TTFT objective as K times each request's TTFT on an idle replica of the profile
     /// (DistServe's "SLO scale"), instead of --slo-ttft.
     #[arg(long, value_name = "K")]
     pub slo_scale: Option<f64>,
     /// The inter-token latency objective.
-    #[arg(long, value_name = "TIME", default_value = "50ms", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "TIME",
+        default_value = "50ms",
+        allow_hyphen_values = true
+    )]
     pub slo_itl: String,
     /// How a request's inter-token latency is read against --slo-itl: p95 (its own p95 gap
     /// between output tokens, as the engine's histogram and the scaler's guard read it) or

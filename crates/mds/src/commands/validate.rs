@@ -214,8 +214,10 @@ pub fn check_inputs(
             .iter()
             .filter(|(input, _)| input.scalers)
             .map(|(input, docs)| {
-                let kinds: std::collections::BTreeSet<String> =
-                    docs.iter().map(|d| d.kind().unwrap_or("a document without kind").to_string()).collect();
+                let kinds: std::collections::BTreeSet<String> = docs
+                    .iter()
+                    .map(|d| d.kind().unwrap_or("a document without kind").to_string())
+                    .collect();
                 let kinds: Vec<String> = kinds.into_iter().collect();
                 if kinds.is_empty() {
                     format!("{} holds no document", input.name)

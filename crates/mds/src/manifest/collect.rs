@@ -196,7 +196,8 @@ fn is_serde_wording(message: &str) -> bool {
 /// serde's expectation translated to plain words).
 fn problem(found: Option<&Value>, node: Option<&Json>, serde_message: &str) -> String {
     // A timestamp the date parser refused: say the format, not the parser's words.
-    let date_time = node.is_some_and(|n| n.get("format").and_then(Json::as_str) == Some("date-time"));
+    let date_time =
+        node.is_some_and(|n| n.get("format").and_then(Json::as_str) == Some("date-time"));
     if let Some(text) = found.and_then(Value::as_str)
         && (date_time || serde_message.starts_with("failed to parse"))
     {
