@@ -744,6 +744,41 @@ fn the_html_report_goes_next_to_the_json_and_holds_every_plot_and_policy() {
         page.matches("http://www.w3.org/2000/svg").count()
     );
     assert!(page.contains("seed") && page.contains("llama3-8b-h100-vllm"));
+    // Captions true for the run (issue 27 item 11, in part): no fault shading without faults,
+    // the colours named and drawn as a legend, Oracle A and B as they bound this run.
+    assert!(
+        !page.contains("Shaded: the windows of the faults"),
+        "no --fault given"
+    );
+    assert!(
+        page.contains("<g class=\"legend\">")
+            && page.contains("ours in blue, the peers in orange-red")
+    );
+    assert!(!page.contains("a policy left of it reaches less"));
+    assert!(page.contains("none reaches it for less than Oracle A"));
+
+    // Policies on one spot share a dot, and the caption names every one behind its "+N".
+    let grouped = scratch.0.join("grouped.html");
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--until",
+            "5m",
+            "--compare",
+            "aibrix-kpa,aibrix-kpa-as-written,hpa",
+            "--report",
+            &grouped.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(&grouped).unwrap();
+    assert!(
+        page.contains("aibrix-kpa +1"),
+        "the two land on one spot here"
+    );
+    assert!(page.contains("aibrix-kpa shares its dot with aibrix-kpa-as-written."));
 
     // --no-report writes none; a single run writes its own.
     let single = scratch.0.join("single.html");

@@ -6,6 +6,7 @@
 
 mod svg;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::compare::Comparison;
@@ -267,9 +268,11 @@ fn latency_chart(c: &Comparison, itl: bool) -> String {
     .render()
 }
 
-fn policies_chart(c: &Comparison) -> String {
+/// The policies chart, and the names behind each shared dot's "+N" (first name -> the others).
+fn policies_chart(c: &Comparison) -> (String, BTreeMap<String, Vec<String>>) {
     // Policies that land on the same spot share one dot, labelled by the first and a count.
     let mut dots: Vec<(Dot, usize)> = Vec::new();
+    let mut shared: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for r in &c.rows {
         let Some(attainment) = r.attainment else {
             continue;
@@ -280,7 +283,13 @@ fn policies_chart(c: &Comparison) -> String {
             .iter_mut()
             .find(|(d, _)| d.ours == ours && (d.x - x).abs() < 0.02 && (d.y - y).abs() < 0.15)
         {
-            Some((_, n)) => *n += 1,
+            Some((d, n)) => {
+                *n += 1;
+                shared
+                    .entry(d.name.clone())
+                    .or_insert_with(Vec::new)
+                    .push(r.policy.clone());
+            }
             None => dots.push((
                 Dot {
                     name: r.policy.clone(),
@@ -301,7 +310,7 @@ fn policies_chart(c: &Comparison) -> String {
             d
         })
         .collect();
-    svg::scatter(
+    let chart = svg::scatter(
         "policies",
         "SLO attainment against GPU-hours, every policy",
         &dots,
@@ -309,7 +318,34 @@ fn policies_chart(c: &Comparison) -> String {
             .as_ref()
             .and_then(|b| b.oracle_b_gpu_hours)
             .map(|b| (format!("Oracle B {b:.2}"), b)),
-    )
+    );
+    (chart, shared)
+}
+
+/// The caption of the policies chart, true for this run: what Oracle A and B mean here, and
+/// the names behind each "+N".
+fn policies_caption(c: &Comparison, shared: &BTreeMap<String, Vec<String>>) -> String {
+    let mut caption = String::from(
+        "Up and to the left is better; ours in blue, the peers in orange-red. Each policy runs at one setting here; --frontier compares them at their best.",
+    );
+    if let Some(b) = &c.bounds
+        && let (Some(a), Some(ob)) = (b.oracle_a_gpu_hours, b.oracle_b_gpu_hours)
+    {
+        let _ = write!(
+            caption,
+            " The red line is Oracle B, {ob:.2} GPU-h: a clairvoyant scaler that pays for its cold starts, at the run's goal of {:.0} %. A policy can reach the goal left of it by paying fewer cold starts, but none reaches it for less than Oracle A, {a:.2} GPU-h.",
+            b.goal * 100.0
+        );
+    }
+    for (first, others) in shared {
+        let _ = write!(
+            caption,
+            " {} shares its dot with {}.",
+            escape(first),
+            escape(&others.join(", "))
+        );
+    }
+    caption
 }
 
 fn table(out: &mut String, c: &Comparison) {
@@ -431,9 +467,14 @@ pub fn page(page: &Page) -> String {
             "<h2>Demand and capacity</h2><figure>{}<figcaption>Token demand per minute of the trace as the role counts it (cache-missed prompt tokens for prefill, generated tokens for decode, both for a server) against ready replicas times the per-replica capacity.</figcaption></figure>",
             demand_chart(first, run)
         );
+        let faults = if run.faults.is_empty() {
+            ""
+        } else {
+            " Shaded: the windows of the faults injected (--fault)."
+        };
         let _ = write!(
             out,
-            "<h2>Replicas</h2><figure>{}<figcaption>The count the scaler wrote (solid) and the replicas ready (dashed); the gap is cold start and admission. Shaded: the windows of the faults injected (--fault).</figcaption></figure>",
+            "<h2>Replicas</h2><figure>{}<figcaption>The count the scaler wrote (solid) and the replicas ready (dashed); the gap is cold start and admission.{faults}</figcaption></figure>",
             replicas_chart(run)
         );
     }
@@ -443,10 +484,11 @@ pub fn page(page: &Page) -> String {
         latency_chart(first, false),
         latency_chart(first, true)
     );
+    let (chart, shared) = policies_chart(first);
     let _ = write!(
         out,
-        "<h2>Every policy</h2><figure>{}<figcaption>Up and to the left is better. Oracle B (red) is what a clairvoyant scaler that pays for its cold starts spends to reach the run's goal; a policy left of it reaches less, and none reaches the goal for less than Oracle A. Each policy runs at one setting here; --frontier compares them at their best.</figcaption></figure>",
-        policies_chart(first)
+        "<h2>Every policy</h2><figure>{chart}<figcaption>{}</figcaption></figure>",
+        policies_caption(first, &shared)
     );
     for c in page.comparisons {
         let _ = write!(

@@ -368,6 +368,18 @@ pub fn scatter(id: &str, title: &str, dots: &[Dot], reference: Option<(String, f
             y_label: "SLO attainment (%)",
         },
     );
+    // The colour legend: ours and the peers.
+    let lx = w - RIGHT - 150.0;
+    let _ = write!(
+        svg,
+        r#"<g class="legend"><circle cx="{c0:.1}" cy="12" r="5" fill="{ours}"/><text x="{t0:.1}" y="16" class="tick">ours (mds)</text><circle cx="{c1:.1}" cy="12" r="4" fill="{peers}"/><text x="{t1:.1}" y="16" class="tick">peers</text></g>"#,
+        c0 = lx,
+        t0 = lx + 8.0,
+        c1 = lx + 90.0,
+        t1 = lx + 98.0,
+        ours = PALETTE[0],
+        peers = PALETTE[1],
+    );
     if let Some((label, x)) = &reference {
         let px = sx(*x);
         let _ = write!(
