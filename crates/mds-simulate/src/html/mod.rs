@@ -287,7 +287,7 @@ fn policies_chart(c: &Comparison) -> (String, BTreeMap<String, Vec<String>>) {
                 *n += 1;
                 shared
                     .entry(d.name.clone())
-                    .or_insert_with(Vec::new)
+                    .or_default()
                     .push(r.policy.clone());
             }
             None => dots.push((
