@@ -63,13 +63,19 @@ fn pixels(png_path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
 }
 
 /// The DOM after layout: the page's own record of what each plot drew; each of `ids` drew
-/// something visible.
+/// something visible, and no text of any plot overlaps another or leaves its plot.
 fn assert_drawn(browser: &Path, scratch: &Path, url: &str, ids: &[&str]) {
     let dom = headless(browser, scratch)
         .args(["--virtual-time-budget=2000", "--dump-dom", url])
         .output()
         .expect("chromium runs");
     let dom = text(&dom.stdout);
+    let overlaps = dom
+        .split("data-overlaps=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("the page did not report its overlaps:\n{dom:.2000}"));
+    assert!(overlaps.is_empty(), "texts overlap: {overlaps}");
     let drawn = dom
         .split("data-drawn=\"")
         .nth(1)
@@ -154,7 +160,7 @@ fn the_report_renders_in_chromium_with_every_plot_drawn() {
             "--until",
             "10m",
             "--compare",
-            "mds,hpa,dynamo,static-peak",
+            "all",
             "--report",
             &page.display().to_string(),
         ],
@@ -201,4 +207,45 @@ fn the_report_renders_in_chromium_with_every_plot_drawn() {
     if let Ok(dir) = std::env::var("MDS_KEEP_SCREENSHOT") {
         std::fs::copy(&shot, Path::new(&dir).join("report.png")).unwrap();
     }
+}
+
+#[test]
+fn predictives_forecast_is_drawn_against_demand() {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "!!! SKIPPED predictives_forecast_is_drawn_against_demand: no Chromium \
+             (install Debian's chromium, or set MDS_CHROMIUM)"
+        );
+        return;
+    };
+    let scratch = Scratch::new("forecast-browser");
+    let page = scratch.0.join("forecast.html");
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--until",
+            "30m",
+            "--scaler",
+            "examples/predictive.yaml",
+            "--compare",
+            "none",
+            "--report",
+            &page.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h2>Forecast</h2>"), "the forecast section");
+    assert!(
+        html.contains("sMAPE at the horizon"),
+        "the forecast's error"
+    );
+    assert_drawn(
+        &browser,
+        &scratch.0,
+        &format!("file://{}", page.display()),
+        &["demand", "replicas", "forecast", "ttft", "itl"],
+    );
 }

@@ -1323,3 +1323,75 @@ fn warnings_print_after_the_results() {
         .unwrap_or_else(|| panic!("{both}"));
     assert!(results < note && results < warning, "{both}");
 }
+
+/// Runs `mds simulate ARGS` in `dir` with no report directory set, as a user's shell would.
+fn simulate_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mds"))
+        .arg("simulate")
+        .args(args)
+        .current_dir(dir)
+        .env_remove("MDS_REPORT_DIR")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_default_report_is_named_after_the_trace_in_the_current_directory() {
+    let scratch = Scratch::new("report-names");
+    let trace = common::repo().join("data/traces/azure-2023-conv.csv");
+    let mine = scratch.0.join("my-traffic.csv");
+    std::fs::copy(&trace, &mine).unwrap();
+
+    let one = simulate_in(
+        &scratch.0,
+        &["--no-progress", "--until", "2m", "--compare", "none"],
+    );
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one.stderr));
+    assert!(
+        text(&one.stdout).contains("report: mds-azure-2023-conv-run.html"),
+        "{}",
+        text(&one.stdout)
+    );
+    assert!(scratch.0.join("mds-azure-2023-conv-run.html").exists());
+
+    let two = simulate_in(
+        &scratch.0,
+        &[
+            "--no-progress",
+            "--until",
+            "2m",
+            "--trace",
+            "my-traffic.csv",
+            "--compare",
+            "mds,hpa",
+        ],
+    );
+    assert_eq!(two.status.code(), Some(0), "{}", text(&two.stderr));
+    assert!(text(&two.stdout).contains("report: mds-my-traffic-compare.html"));
+    // The first run's page is still there: one file per run, not one overwritten file.
+    assert!(scratch.0.join("mds-my-traffic-compare.html").exists());
+    assert!(scratch.0.join("mds-azure-2023-conv-run.html").exists());
+
+    let elsewhere = scratch.0.join("reports");
+    let three = std::process::Command::new(env!("CARGO_BIN_EXE_mds"))
+        .args([
+            "simulate",
+            "--no-progress",
+            "--until",
+            "2m",
+            "--load",
+            "ramp:from=1,to=4,start=0s,over=2m",
+            "--compare",
+            "none",
+        ])
+        .current_dir(&scratch.0)
+        .env("MDS_REPORT_DIR", &elsewhere)
+        .output()
+        .unwrap();
+    assert_eq!(three.status.code(), Some(0), "{}", text(&three.stderr));
+    assert!(
+        elsewhere.join("mds-ramp-run.html").exists(),
+        "{}",
+        text(&three.stdout)
+    );
+}

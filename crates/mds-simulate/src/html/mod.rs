@@ -35,7 +35,7 @@ svg.chart { width: 100%; height: auto; background: #fff; }
 svg .title { font-size: 13px; font-weight: 600; } svg .tick, svg .legend, svg .label { font-size: 10.5px; fill: #333; }
 svg .axis { font-size: 11.5px; fill: #222; } svg .grid { stroke: #e4e4e4; stroke-width: 1; }
 svg .frame { fill: none; stroke: #888; } svg .reference { stroke: #b00; stroke-dasharray: 6 4; stroke-width: 1.2; }
-svg .mark { stroke-width: 1.4; opacity: .8; } svg .band { fill: #f0c000; opacity: .18; } svg .reference-label { fill: #b00; }
+svg .mark { stroke-width: 1.4; opacity: .8; } svg .leader { stroke: #999; stroke-width: .8; } svg .band { fill: #f0c000; opacity: .18; } svg .reference-label { fill: #b00; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; font-variant-numeric: tabular-nums; }
 th, td { border-bottom: 1px solid #ddd; padding: 3px 6px; text-align: right; } th:first-child, td:first-child { text-align: left; }
 tr.ours td { font-weight: 600; } dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; font-size: 13px; }
@@ -43,10 +43,26 @@ dt { color: #555; } dd { margin: 0; }
 @media print { body { margin: 0; max-width: none; } h2 { break-after: avoid; } }
 "#;
 
-/// Records on `body` what each plot drew (its series' and dots' union box, in pixels), so a
-/// browser test can tell a drawn plot from an empty one; the page renders without it.
+/// Records on `body` what each plot drew (its series' and dots' union box, in pixels), and
+/// which of its texts overlap another or leave the plot, so a browser test can tell a drawn
+/// plot from an empty one and a legible one from a crowded one; the page renders without it.
 const DRAWN: &str = r#"addEventListener('load', () => {
-  document.body.dataset.drawn = [...document.querySelectorAll('svg.chart')].map(svg => {
+  const charts = [...document.querySelectorAll('svg.chart')];
+  document.body.dataset.overlaps = charts.map(svg => {
+    const frame = svg.getBoundingClientRect();
+    const texts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim())
+      .map(t => [t.textContent, t.getBoundingClientRect()]);
+    const bad = [];
+    texts.forEach(([a, r], i) => {
+      if (r.left < frame.left - 1 || r.right > frame.right + 1 || r.top < frame.top - 1 || r.bottom > frame.bottom + 1) bad.push(`${a} leaves the plot`);
+      for (const [b, q] of texts.slice(i + 1)) {
+        const w = Math.min(r.right, q.right) - Math.max(r.left, q.left), h = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+        if (w > 1 && h > 1.5) bad.push(`${a} over ${b}`);
+      }
+    });
+    return bad.map(b => `${svg.id}: ${b};`).join('');
+  }).join('');
+  document.body.dataset.drawn = charts.map(svg => {
     const els = [...svg.querySelectorAll('.series, .dot')];
     let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
     for (const r of els.map(e => e.getBoundingClientRect())) {
@@ -139,6 +155,83 @@ fn demand_chart(c: &Comparison, run: &RunReport) -> String {
     .render()
 }
 
+/// Predictive's forecasts against the demand they forecast: each forecast drawn at the time
+/// it was for (its horizon after the pass that made it), beside the trace's demand per minute
+/// and the demand the pass read. `None` when the run made no forecast.
+fn forecast_chart(c: &Comparison, run: &RunReport) -> Option<(String, f64)> {
+    let roles: Vec<&String> = run
+        .passes
+        .iter()
+        .flat_map(|p| p.forecasts.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if roles.is_empty() {
+        return None;
+    }
+    let end = run.inputs.duration_seconds / 60.0;
+    let mut horizon = 0.0_f64;
+    let mut series = Vec::new();
+    for (i, role) in roles.iter().enumerate() {
+        let colour = PALETTE[(2 * i) % PALETTE.len()];
+        if let Some(demand) = c.demand.get(*role) {
+            series.push(Series {
+                name: format!("{role} demand"),
+                colour,
+                dashed: false,
+                steps: true,
+                points: demand
+                    .iter()
+                    .enumerate()
+                    .map(|(m, d)| (m as f64 + 1.0, *d))
+                    .collect(),
+            });
+        }
+        let made: Vec<(f64, &crate::Forecast)> = run
+            .passes
+            .iter()
+            .filter_map(|p| Some((p.t, p.forecasts.get(*role)?)))
+            .collect();
+        horizon = made
+            .iter()
+            .map(|(_, f)| f.horizon_seconds)
+            .fold(horizon, f64::max);
+        series.push(Series {
+            name: format!("{role} read"),
+            colour: PALETTE[7],
+            dashed: true,
+            steps: false,
+            points: made.iter().map(|(t, f)| (t / 60.0, f.demand)).collect(),
+        });
+        series.push(Series {
+            name: format!("{role} forecast"),
+            colour: PALETTE[(2 * i + 1) % PALETTE.len()],
+            dashed: false,
+            steps: false,
+            // Forecasts for times past the run's end have nothing to be read against.
+            points: made
+                .iter()
+                .map(|(t, f)| ((t + f.horizon_seconds) / 60.0, f.value))
+                .filter(|(m, _)| *m <= end)
+                .collect(),
+        });
+    }
+    let chart = LineChart {
+        id: "forecast".into(),
+        title: format!("Forecast against demand ({})", run.inputs.scaler),
+        x_label: "minutes".into(),
+        y_label: "tokens/s".into(),
+        series,
+        references: Vec::new(),
+        marks: Vec::new(),
+        log_y: false,
+        bands: Vec::new(),
+        window: None,
+    }
+    .render();
+    Some((chart, horizon))
+}
+
 /// The fault windows of a run, in minutes, for shading.
 fn fault_bands(run: &RunReport) -> Vec<(f64, f64, String)> {
     run.faults
@@ -213,7 +306,7 @@ fn replicas_chart(run: &RunReport) -> String {
     .render()
 }
 
-fn latency_chart(c: &Comparison, itl: bool) -> String {
+fn latency_chart(c: &Comparison, itl: bool, featured_name: Option<&str>) -> String {
     let slo = c
         .runs
         .first()
@@ -225,12 +318,18 @@ fn latency_chart(c: &Comparison, itl: bool) -> String {
             }
         })
         .unwrap_or(0.0);
-    // Our scaler's runs and HPA, so the page stays legible with many policies.
+    // The scaler under test, our other runs and HPA, so the page stays legible with many
+    // policies.
+    let under_test = featured(c, featured_name);
     let shown: Vec<&RunReport> = c
         .runs
         .iter()
         .zip(&c.rows)
-        .filter(|(_, row)| row.policy.starts_with("mds") || row.policy == "hpa")
+        .filter(|(run, row)| {
+            under_test.is_some_and(|t| std::ptr::eq(t, *run))
+                || row.policy.starts_with("mds")
+                || row.policy == "hpa"
+        })
         .map(|(run, _)| run)
         .take(PALETTE.len())
         .collect();
@@ -268,8 +367,15 @@ fn latency_chart(c: &Comparison, itl: bool) -> String {
     .render()
 }
 
-/// The policies chart, and the names behind each shared dot's "+N" (first name -> the others).
-fn policies_chart(c: &Comparison) -> (String, BTreeMap<String, Vec<String>>) {
+/// The names the policies chart's dots do not show: behind each shared dot's "+N" (first
+/// name -> the others), and dots left unlabelled for want of room.
+struct Unshown {
+    shared: BTreeMap<String, Vec<String>>,
+    unlabelled: Vec<String>,
+}
+
+/// The policies chart, and the names its dots do not show.
+fn policies_chart(c: &Comparison) -> (String, Unshown) {
     // Policies that land on the same spot share one dot, labelled by the first and a count.
     let mut dots: Vec<(Dot, usize)> = Vec::new();
     let mut shared: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -310,7 +416,7 @@ fn policies_chart(c: &Comparison) -> (String, BTreeMap<String, Vec<String>>) {
             d
         })
         .collect();
-    let chart = svg::scatter(
+    let (chart, unlabelled) = svg::scatter(
         "policies",
         "SLO attainment against GPU-hours, every policy",
         &dots,
@@ -319,12 +425,12 @@ fn policies_chart(c: &Comparison) -> (String, BTreeMap<String, Vec<String>>) {
             .and_then(|b| b.oracle_b_gpu_hours)
             .map(|b| (format!("Oracle B {b:.2}"), b)),
     );
-    (chart, shared)
+    (chart, Unshown { shared, unlabelled })
 }
 
 /// The caption of the policies chart, true for this run: what Oracle A and B mean here, and
 /// the names behind each "+N".
-fn policies_caption(c: &Comparison, shared: &BTreeMap<String, Vec<String>>) -> String {
+fn policies_caption(c: &Comparison, unshown: &Unshown) -> String {
     let mut caption = String::from(
         "Up and to the left is better; ours in blue, the peers in orange-red. Each policy runs at one setting here; --frontier compares them at their best.",
     );
@@ -337,12 +443,19 @@ fn policies_caption(c: &Comparison, shared: &BTreeMap<String, Vec<String>>) -> S
             b.goal * 100.0
         );
     }
-    for (first, others) in shared {
+    for (first, others) in &unshown.shared {
         let _ = write!(
             caption,
             " {} shares its dot with {}.",
             escape(first),
             escape(&others.join(", "))
+        );
+    }
+    if !unshown.unlabelled.is_empty() {
+        let _ = write!(
+            caption,
+            " Unlabelled for want of room (their names show on hover): {}.",
+            escape(&unshown.unlabelled.join(", "))
         );
     }
     caption
@@ -455,8 +568,12 @@ pub fn page(page: &Page) -> String {
     };
     let _ = write!(
         out,
-        "<h1>mds simulate: {} policies on {}</h1><p class=\"meta\">{} requests · cold start {:.0} s · the plots show the first cold start; tables follow for each</p>",
-        first.rows.len(),
+        "<h1>mds simulate: {} on {}</h1><p class=\"meta\">{} requests · cold start {:.0} s · the plots show the first cold start; tables follow for each</p>",
+        if first.rows.len() == 1 {
+            escape(&first.rows[0].policy)
+        } else {
+            format!("{} policies", first.rows.len())
+        },
         escape(page.load),
         page.requests,
         first.cold_start_seconds
@@ -467,6 +584,24 @@ pub fn page(page: &Page) -> String {
             "<h2>Demand and capacity</h2><figure>{}<figcaption>Token demand per minute of the trace as the role counts it (cache-missed prompt tokens for prefill, generated tokens for decode, both for a server) against ready replicas times the per-replica capacity.</figcaption></figure>",
             demand_chart(first, run)
         );
+        if let Some((chart, horizon)) = forecast_chart(first, run) {
+            let error = run
+                .metrics
+                .as_ref()
+                .and_then(|m| Some((m.forecast_smape?, m.last_value_smape?)))
+                .map(|(f, l)| {
+                    format!(
+                        " sMAPE at the horizon: {:.1} % (the last value read: {:.1} %).",
+                        f * 100.0,
+                        l * 100.0
+                    )
+                })
+                .unwrap_or_default();
+            let _ = write!(
+                out,
+                "<h2>Forecast</h2><figure>{chart}<figcaption>Each forecast is drawn at the time it was for, {horizon:.0} s after the pass that made it, against the trace's demand per minute (solid steps) and the demand the pass read (grey, dashed): a forecast that leads the demand's rises buys capacity a cold start early.{error}</figcaption></figure>"
+            );
+        }
         let faults = if run.faults.is_empty() {
             ""
         } else {
@@ -481,14 +616,14 @@ pub fn page(page: &Page) -> String {
     let _ = write!(
         out,
         "<h2>Latency</h2><figure>{}</figure><figure>{}<figcaption>p95 of each minute: TTFT over its requests, ITL over every gap between output tokens as the engine's histogram records it (the requests' mean gaps with --slo-itl-mode mean); our runs and HPA's (dashed); the red line is the SLO.</figcaption></figure>",
-        latency_chart(first, false),
-        latency_chart(first, true)
+        latency_chart(first, false, page.featured),
+        latency_chart(first, true, page.featured)
     );
-    let (chart, shared) = policies_chart(first);
+    let (chart, unshown) = policies_chart(first);
     let _ = write!(
         out,
         "<h2>Every policy</h2><figure>{chart}<figcaption>{}</figcaption></figure>",
-        policies_caption(first, &shared)
+        policies_caption(first, &unshown)
     );
     for c in page.comparisons {
         let _ = write!(

@@ -13,7 +13,12 @@ pub const PALETTE: [&str; 8] = [
 const WIDTH: f64 = 760.0;
 const HEIGHT: f64 = 260.0;
 const LEFT: f64 = 64.0;
+/// The legend's column right of a line chart, at its narrowest.
 const RIGHT: f64 = 150.0;
+/// About how wide one character of a 10.5 px label is, for placing labels apart.
+const CHAR_WIDTH: f64 = 6.2;
+/// A label's line height.
+const LINE: f64 = 12.0;
 const TOP: f64 = 28.0;
 const BOTTOM: f64 = 40.0;
 
@@ -61,16 +66,20 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// Round numbers for ticks between `lo` and `hi`, about `n` of them.
-fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    let span = (hi - lo).max(1e-9);
-    let raw = span / n.max(1) as f64;
+/// The round step that cuts `span` into about `n` parts.
+fn round_step(span: f64, n: usize) -> f64 {
+    let raw = span.max(1e-9) / n.max(1) as f64;
     let magnitude = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+    [1.0, 2.0, 2.5, 5.0, 10.0]
         .iter()
         .map(|m| m * magnitude)
         .find(|s| *s >= raw)
-        .unwrap_or(raw);
+        .unwrap_or(raw)
+}
+
+/// Round numbers for ticks between `lo` and `hi`, about `n` of them.
+fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    let step = round_step(hi - lo, n);
     let mut out = Vec::new();
     let mut t = (lo / step).ceil() * step;
     while t <= hi + step * 1e-9 && out.len() < 50 {
@@ -170,7 +179,15 @@ impl LineChart {
         } else {
             0.0
         };
-        let plot_w = WIDTH - LEFT - RIGHT;
+        // The legend's column is as wide as its longest name.
+        let longest = self
+            .series
+            .iter()
+            .map(|s| s.name.chars().count())
+            .max()
+            .unwrap_or(0);
+        let right = RIGHT.max(36.0 + CHAR_WIDTH * longest as f64);
+        let plot_w = WIDTH - LEFT - right;
         let plot_h = HEIGHT - TOP - BOTTOM;
         let sx =
             |x: f64| LEFT + ((x - x_min) / (x_max - x_min).max(1e-12)).clamp(0.0, 1.0) * plot_w;
@@ -245,17 +262,27 @@ impl LineChart {
                 y2 = TOP + plot_h,
             );
         }
-        for (label, v) in &self.references {
-            let y = sy(*v);
+        // Reference labels sit above their line, pushed down from the top one by one so
+        // close lines' labels do not overlap.
+        let mut references: Vec<(&String, f64)> =
+            self.references.iter().map(|(l, v)| (l, sy(*v))).collect();
+        references.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let mut next_free = TOP + 10.0;
+        for (label, y) in references {
+            let ty = (y - 4.0).max(next_free);
+            next_free = ty + LINE;
             let _ = write!(
                 svg,
                 r#"<line x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}" class="reference"/><text x="{tx}" y="{ty:.1}" class="tick reference-label">{}</text>"#,
                 escape(label),
                 x2 = LEFT + plot_w,
                 tx = LEFT + 6.0,
-                ty = (y - 4.0).max(TOP + 10.0),
             );
         }
+        // Legend rows fit the chart's height however many series there are.
+        let row = (16.0_f64)
+            .min((HEIGHT - TOP - 10.0) / self.series.len().max(1) as f64)
+            .max(LINE);
         for (i, s) in self.series.iter().enumerate() {
             let mut d = String::new();
             let mut last: Option<(f64, f64)> = None;
@@ -290,7 +317,7 @@ impl LineChart {
                     },
                 );
             }
-            let ly = TOP + 10.0 + 16.0 * i as f64;
+            let ly = TOP + 10.0 + row * i as f64;
             let lx = LEFT + plot_w + 8.0;
             let _ = write!(
                 svg,
@@ -320,8 +347,14 @@ pub struct Dot {
     pub ours: bool,
 }
 
-/// Attainment against GPU-hours across policies, with a vertical reference (Oracle B).
-pub fn scatter(id: &str, title: &str, dots: &[Dot], reference: Option<(String, f64)>) -> String {
+/// Attainment against GPU-hours across policies, with a vertical reference (Oracle B); and
+/// the names of the dots left unlabelled for want of room.
+pub fn scatter(
+    id: &str,
+    title: &str,
+    dots: &[Dot],
+    reference: Option<(String, f64)>,
+) -> (String, Vec<String>) {
     let drawn = dots
         .iter()
         .filter(|d| d.x.is_finite() && d.y.is_finite())
@@ -332,8 +365,15 @@ pub fn scatter(id: &str, title: &str, dots: &[Dot], reference: Option<(String, f
         .chain(reference.as_ref().map(|r| r.1))
         .fold(0.1, f64::max)
         * 1.1;
-    let y_min = dots.iter().map(|d| d.y).fold(100.0, f64::min).min(90.0);
-    let y_min = (y_min / 10.0).floor() * 10.0;
+    // The y axis fitted to the dots: from a round number a little under the lowest to 100 %.
+    let lowest = dots
+        .iter()
+        .map(|d| d.y)
+        .filter(|y| y.is_finite())
+        .fold(100.0, f64::min);
+    let under = (lowest - ((100.0 - lowest) * 0.15).max(0.5)).max(0.0);
+    let step = round_step(100.0 - under, 5);
+    let y_min = (under / step).floor() * step;
     let (w, h) = (WIDTH, 340.0);
     let plot_w = w - LEFT - RIGHT;
     let plot_h = h - TOP - BOTTOM;
@@ -380,52 +420,194 @@ pub fn scatter(id: &str, title: &str, dots: &[Dot], reference: Option<(String, f
         ours = PALETTE[0],
         peers = PALETTE[1],
     );
+    // What labels must keep clear of: (x from, x to, y from, y to) in pixels.
+    let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
+    let text_box =
+        |x0: f64, width: f64, baseline: f64| (x0, x0 + width, baseline - 10.0, baseline + 2.0);
     if let Some((label, x)) = &reference {
         let px = sx(*x);
+        let (tx, ty) = (px + 4.0, TOP + plot_h - 6.0);
+        placed.push(text_box(tx, CHAR_WIDTH * label.chars().count() as f64, ty));
         let _ = write!(
             svg,
             r#"<line x1="{px:.1}" x2="{px:.1}" y1="{TOP}" y2="{y2}" class="reference"/><text x="{tx:.1}" y="{ty}" class="tick reference-label">{}</text>"#,
             escape(label),
             y2 = TOP + plot_h,
-            tx = px + 4.0,
-            ty = TOP + plot_h - 6.0,
         );
     }
-    // Labels go right of their dot, moved up or down until they clear the labels placed so far.
-    let mut placed: Vec<(f64, f64, f64)> = Vec::new();
+    // Each label goes beside its dot, right or else left, moved up or down until it clears
+    // what is placed so far and stays inside the chart.
     let mut order: Vec<&Dot> = dots
         .iter()
         .filter(|d| d.x.is_finite() && d.y.is_finite())
         .collect();
     order.sort_by(|a, b| a.x.total_cmp(&b.x));
+    let mut unlabelled = Vec::new();
+    // Labels keep clear of every dot, not only of each other.
+    for d in &order {
+        let (cx, cy) = (sx(d.x), sy(d.y));
+        placed.push((cx - 5.0, cx + 5.0, cy - 5.0, cy + 5.0));
+    }
+    let overlaps = |a: (f64, f64, f64, f64), b: &(f64, f64, f64, f64)| {
+        a.0 < b.1 && b.0 < a.1 && a.2 < b.3 && b.2 < a.3
+    };
     for d in order {
         let (cx, cy) = (sx(d.x), sy(d.y));
         let colour = if d.ours { PALETTE[0] } else { PALETTE[1] };
-        let width = 6.2 * d.name.chars().count() as f64;
-        let x0 = cx + 7.0;
-        let clear = |y: f64, placed: &[(f64, f64, f64)]| {
-            placed
-                .iter()
-                .all(|(px0, px1, py)| (y - py).abs() >= 11.0 || x0 > *px1 || x0 + width < *px0)
-        };
-        let ty = (0..12)
-            .map(|k| {
-                let step = 11.0 * f64::from((k + 1) / 2);
-                cy + 4.0 + if k % 2 == 0 { step } else { -step }
+        let width = CHAR_WIDTH * d.name.chars().count() as f64;
+        let spots = (0..24).flat_map(|k| {
+            let step = LINE * f64::from((k + 1) / 2);
+            let ty = cy + 4.0 + if k % 2 == 0 { step } else { -step };
+            [(cx + 7.0, ty), (cx - 7.0 - width, ty)]
+        });
+        let spot = spots
+            .filter(|(x0, ty)| {
+                *x0 >= LEFT + 2.0
+                    && x0 + width <= w - 2.0
+                    && *ty > TOP + 10.0
+                    && *ty < TOP + plot_h - 2.0
             })
-            .filter(|y| *y > TOP + 10.0 && *y < TOP + plot_h - 2.0)
-            .find(|y| clear(*y, &placed))
-            .unwrap_or(cy + 4.0);
-        placed.push((x0, x0 + width, ty));
+            .find(|(x0, ty)| {
+                !placed
+                    .iter()
+                    .any(|p| overlaps(text_box(*x0, width, *ty), p))
+            });
         let _ = write!(
             svg,
-            r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="{r}" fill="{colour}" class="dot"><title>{name}: {y:.1} %, {x:.2} GPU-h</title></circle><text x="{x0:.1}" y="{ty:.1}" class="label">{name}</text>"#,
+            r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="{r}" fill="{colour}" class="dot"><title>{name}: {y:.1} %, {x:.2} GPU-h</title></circle>"#,
             r = if d.ours { 5 } else { 4 },
             name = escape(&d.name),
             y = d.y,
             x = d.x,
         );
+        // Nowhere clear (a crowd of dots): the dot keeps its name in its tooltip, and the
+        // caller names it under the chart.
+        match spot {
+            Some((x0, ty)) => {
+                placed.push(text_box(x0, width, ty));
+                // A label moved off its dot's line is tied to it by a thin line.
+                if (ty - (cy + 4.0)).abs() > LINE / 2.0 {
+                    let (from, to) = if x0 > cx {
+                        (cx + 5.0, x0 - 1.0)
+                    } else {
+                        (cx - 5.0, x0 + width + 1.0)
+                    };
+                    let _ = write!(
+                        svg,
+                        r#"<line x1="{from:.1}" y1="{cy:.1}" x2="{to:.1}" y2="{y:.1}" class="leader"/>"#,
+                        y = ty - 4.0,
+                    );
+                }
+                let _ = write!(
+                    svg,
+                    r#"<text x="{x0:.1}" y="{ty:.1}" class="label">{}</text>"#,
+                    escape(&d.name)
+                );
+            }
+            None => unlabelled.push(d.name.clone()),
+        }
     }
     svg.push_str("</svg>");
-    svg
+    (svg, unlabelled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The numbers after `attr="` in each element of `svg` that has `class`.
+    fn attrs(svg: &str, class: &str, attr: &str) -> Vec<f64> {
+        svg.split('<')
+            .filter(|e| e.contains(&format!("class=\"{class}\"")))
+            .filter_map(|e| {
+                let v = e.split(&format!(" {attr}=\"")).nth(1)?.split('"').next()?;
+                v.parse().ok()
+            })
+            .collect()
+    }
+
+    fn dot(name: &str, x: f64, y: f64) -> Dot {
+        Dot {
+            name: name.into(),
+            x,
+            y,
+            ours: false,
+        }
+    }
+
+    #[test]
+    fn the_attainment_axis_starts_a_little_under_the_lowest_dot() {
+        let (svg, _) = scatter("p", "t", &[dot("a", 1.0, 99.2), dot("b", 2.0, 100.0)], None);
+        let ticks: Vec<f64> = svg
+            .split("class=\"tick\" text-anchor=\"end\">")
+            .skip(1)
+            .filter_map(|t| t.split('<').next()?.parse().ok())
+            .collect();
+        let lowest = ticks.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(
+            (98.0..99.2).contains(&lowest),
+            "the axis starts at {lowest}: {ticks:?}"
+        );
+        // A spread of dots reaches down to them.
+        let (svg, _) = scatter("p", "t", &[dot("a", 1.0, 62.0), dot("b", 2.0, 99.0)], None);
+        assert!(
+            svg.contains(">50</text>") && !svg.contains(">40</text>"),
+            "{svg}"
+        );
+    }
+
+    #[test]
+    fn labels_in_a_crowd_do_not_overlap_and_the_unplaced_are_named() {
+        let dots: Vec<Dot> = (0..40)
+            .map(|i| dot(&format!("policy-{i}"), 1.0 + f64::from(i % 4) * 0.01, 97.0))
+            .collect();
+        let (svg, unlabelled) = scatter("p", "t", &dots, Some(("Oracle B 1.00".into(), 1.0)));
+        let xs = attrs(&svg, "label", "x");
+        let ys = attrs(&svg, "label", "y");
+        let names: Vec<&str> = svg
+            .split("class=\"label\">")
+            .skip(1)
+            .filter_map(|t| t.split('<').next())
+            .collect();
+        assert_eq!(xs.len(), names.len());
+        assert_eq!(
+            names.len() + unlabelled.len(),
+            40,
+            "every name shows somewhere"
+        );
+        for i in 0..names.len() {
+            for j in i + 1..names.len() {
+                let wi = CHAR_WIDTH * names[i].len() as f64;
+                let wj = CHAR_WIDTH * names[j].len() as f64;
+                let apart_x = xs[i] + wi <= xs[j] || xs[j] + wj <= xs[i];
+                let apart_y = (ys[i] - ys[j]).abs() >= LINE;
+                assert!(apart_x || apart_y, "{} over {}", names[i], names[j]);
+            }
+        }
+    }
+
+    #[test]
+    fn close_reference_lines_keep_their_labels_apart() {
+        let chart = LineChart {
+            id: "c".into(),
+            title: "t".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            series: vec![Series {
+                name: "s".into(),
+                colour: PALETTE[0],
+                dashed: false,
+                steps: false,
+                points: vec![(0.0, 90.0), (1.0, 100.0)],
+            }],
+            references: vec![("99 %".into(), 99.0), ("99.9 %".into(), 99.9)],
+            marks: Vec::new(),
+            log_y: false,
+            bands: Vec::new(),
+            window: Some(((0.0, 1.0), (90.0, 100.0))),
+        };
+        let ys = attrs(&chart.render(), "tick reference-label", "y");
+        assert_eq!(ys.len(), 2);
+        assert!((ys[0] - ys[1]).abs() >= LINE, "{ys:?}");
+    }
 }

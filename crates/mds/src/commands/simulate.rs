@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ use mds_simulate::slo::{ItlReading, Slo};
 
 use super::inputs::{Admitted, Stop, UNUSABLE, admitted, documents, unusable};
 use super::simulate_compare as compare;
-use super::simulate_io::{Progress, report_path, write_json, write_page};
+use super::simulate_io::{Progress, report_name, report_path, write_json, write_page};
 use crate::manifest::parse_documents;
 
 /// The example run with no arguments: a TokenThroughput scaler and its target.
@@ -193,7 +193,8 @@ pub struct Args {
     pub json: Option<PathBuf>,
     /// Write the report, one self-contained HTML page with the plots, the summary table and
     /// the inputs. Default: next to --json (its name with .html), else
-    /// mds-simulate/report.html in the system's temporary directory.
+    /// mds-TRACE-frontier.html, mds-TRACE-compare.html or mds-TRACE-run.html (TRACE: the
+    /// trace's name or the load's kind) in $MDS_REPORT_DIR or the current directory.
     #[arg(long, value_name = "FILE", conflicts_with = "no_report")]
     pub report: Option<PathBuf>,
     /// Write no HTML report.
@@ -295,6 +296,23 @@ fn load(args: &Args) -> Result<(Trace, String), Stop> {
         return Err(unusable(format!("{name}: holds no request")));
     }
     Ok((trace, name))
+}
+
+/// What a default report is named after: the bundled trace's name, the trace file's stem, or
+/// the synthetic load's kind.
+fn load_stem(args: &Args) -> String {
+    if let Some(spec) = &args.load {
+        return spec.trim().split(':').next().unwrap_or("load").to_string();
+    }
+    match &args.trace {
+        None => DEFAULT_TRACE.to_string(),
+        Some(source) => match source.strip_prefix("bundled:") {
+            Some(name) => name.to_string(),
+            None => Path::new(source)
+                .file_stem()
+                .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned()),
+        },
+    }
 }
 
 /// `--load curve:file=FILE,scale=F`.
@@ -631,7 +649,12 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
     };
     if let Some(tiers) = &frontier {
         super::simulate_faults::alone(&options, true)?;
-        let page = report_path(args.no_report, args.report.as_deref(), args.json.as_deref())?;
+        let page = report_path(
+            args.no_report,
+            args.report.as_deref(),
+            args.json.as_deref(),
+            &report_name(&load_stem(args), "frontier"),
+        )?;
         let request = super::simulate_frontier::Request {
             tiers: super::simulate_frontier::tiers(tiers)?,
             grid: super::simulate_frontier::grid(args.frontier_grid.as_deref())?,
@@ -676,7 +699,13 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
             &contenders,
             &quota_note,
             args.json.as_deref(),
-            report_path(args.no_report, args.report.as_deref(), args.json.as_deref())?.as_deref(),
+            report_path(
+                args.no_report,
+                args.report.as_deref(),
+                args.json.as_deref(),
+                &report_name(&load_stem(args), "compare"),
+            )?
+            .as_deref(),
             !args.no_progress && std::io::stderr().is_terminal(),
         )?;
         if violations > 0 {
@@ -713,7 +742,12 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
     if let Some(path) = &args.json {
         let _ = writeln!(out, "json: {}", path.display());
     }
-    if let Some(path) = report_path(args.no_report, args.report.as_deref(), args.json.as_deref())? {
+    if let Some(path) = report_path(
+        args.no_report,
+        args.report.as_deref(),
+        args.json.as_deref(),
+        &report_name(&load_stem(args), "run"),
+    )? {
         let case = mds_simulate::compare::Case {
             scaler: &scaler,
             target: &target,

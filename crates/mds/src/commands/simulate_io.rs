@@ -19,11 +19,13 @@ pub(super) fn write_json(
         .map_err(|e| unusable(format!("{}: cannot write: {e}", path.display())))
 }
 
-/// Where the HTML report goes (`None`: --no-report).
+/// Where the HTML report goes (`None`: --no-report): `--report`, else next to `--json` (its
+/// name with .html), else `default_name` in `MDS_REPORT_DIR` or the current directory.
 pub(super) fn report_path(
     no_report: bool,
     report: Option<&Path>,
     json: Option<&Path>,
+    default_name: &str,
 ) -> Result<Option<PathBuf>, Stop> {
     if no_report {
         return Ok(None);
@@ -34,10 +36,41 @@ pub(super) fn report_path(
     if let Some(json) = json {
         return Ok(Some(json.with_extension("html")));
     }
-    let dir = std::env::temp_dir().join("mds-simulate");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| unusable(format!("{}: cannot create: {e}", dir.display())))?;
-    Ok(Some(dir.join("report.html")))
+    match std::env::var_os(REPORT_DIR) {
+        Some(dir) if !dir.is_empty() => {
+            let dir = PathBuf::from(dir);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                unusable(format!(
+                    "{REPORT_DIR}={}: cannot create: {e}",
+                    dir.display()
+                ))
+            })?;
+            Ok(Some(dir.join(default_name)))
+        }
+        _ => Ok(Some(PathBuf::from(default_name))),
+    }
+}
+
+/// The environment variable naming the directory default reports go to.
+pub(super) const REPORT_DIR: &str = "MDS_REPORT_DIR";
+
+/// A report's file name from the load it ran and what ran: `mds-<load>-<what>.html`, the load
+/// cut to letters, digits, dots, dashes and underscores.
+pub(super) fn report_name(load: &str, what: &str) -> String {
+    let mut stem: String = load
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    stem.truncate(80);
+    let stem = stem.trim_matches(|c| c == '-' || c == '.');
+    let stem = if stem.is_empty() { "load" } else { stem };
+    format!("mds-{stem}-{what}.html")
 }
 
 /// Writes the HTML report of `comparisons`.

@@ -14,6 +14,8 @@ pub fn mds(args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_mds"))
         .args(args)
         .current_dir(repo())
+        // Default reports go to a scratch directory, not into the repository.
+        .env("MDS_REPORT_DIR", report_dir())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -25,6 +27,12 @@ pub fn mds(args: &[&str], stdin: Option<&str>) -> Output {
     }
     drop(child.stdin.take());
     child.wait_with_output().unwrap()
+}
+
+/// Where the binary's default reports go in tests: cargo's scratch directory for tests, so
+/// they stay out of the repository and `cargo clean` removes them.
+pub fn report_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("reports")
 }
 
 pub fn text(bytes: &[u8]) -> String {
