@@ -260,6 +260,10 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
             "--quota \"a100=2\": no role of the target uses instance type \"a100\", so it would limit nothing; the target's roles use h100-pcie",
         ),
         (
+            vec!["--scaler", "examples/proportional.yaml", "--quota", "h100-pcie=2"],
+            "the target's roles use replay (the stand-in target made without --target; pass your ModelDeployment with --target FILE to quota its types)",
+        ),
+        (
             vec!["--load", "constant:rate=2,prompt=20000"],
             "nothing could be served: 1240 requests (100.0 %): prompt and output over llama3-8b-h100-vllm's 8192-token context",
         ),

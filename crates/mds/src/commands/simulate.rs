@@ -480,7 +480,13 @@ fn check_something_fits(options: &RunOptions, trace: &Trace) -> Result<(), Stop>
 
 /// Every `--quota TYPE` must be an instance type a role of the target uses: a quota on any
 /// other type limits nothing, silently.
-fn check_quota_types(options: &RunOptions, target: &ModelDeployment) -> Result<(), Stop> {
+/// `stand_in`: the target is the one made without `--target`, whose roles use the type
+/// `replay`.
+fn check_quota_types(
+    options: &RunOptions,
+    target: &ModelDeployment,
+    stand_in: bool,
+) -> Result<(), Stop> {
     let used: Vec<&str> = target
         .spec
         .roles
@@ -497,11 +503,16 @@ fn check_quota_types(options: &RunOptions, target: &ModelDeployment) -> Result<(
                 "quota",
                 &value,
                 &format!(
-                    "no role of the target uses instance type {kind:?}, so it would limit nothing; the target's roles use {}",
+                    "no role of the target uses instance type {kind:?}, so it would limit nothing; the target's roles use {}{}",
                     if types.is_empty() {
                         "no instanceType".to_string()
                     } else {
                         types.join(", ")
+                    },
+                    if stand_in {
+                        " (the stand-in target made without --target; pass your ModelDeployment with --target FILE to quota its types)"
+                    } else {
+                        ""
                     }
                 ),
             ));
@@ -574,6 +585,7 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         }
         None => None,
     };
+    let stand_in = target_docs.is_none();
     let Admitted { scaler, target } = admitted(
         (&scaler_docs, &scaler_name),
         target_docs,
@@ -605,7 +617,7 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
             .join(", ")
     };
     let cold_starts = cold_starts(args)?;
-    check_quota_types(&options, &target)?;
+    check_quota_types(&options, &target, stand_in)?;
     check_something_fits(&options, &trace)?;
     if let (true, Some(path)) = (args.suggest, &args.metrics) {
         return super::simulate_suggest::from_metrics(path, &scaler, &target, options.slo);
