@@ -260,7 +260,12 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
             "--quota \"a100=2\": no role of the target uses instance type \"a100\", so it would limit nothing; the target's roles use h100-pcie",
         ),
         (
-            vec!["--scaler", "examples/proportional.yaml", "--quota", "h100-pcie=2"],
+            vec![
+                "--scaler",
+                "examples/proportional.yaml",
+                "--quota",
+                "h100-pcie=2",
+            ],
             "the target's roles use replay (the stand-in target made without --target; pass your ModelDeployment with --target FILE to quota its types)",
         ),
         (
