@@ -104,21 +104,29 @@ fn minute(start: f64, seconds: f64) -> f64 {
     (start + seconds) / 60.0
 }
 
+/// A role's token demand per minute of the trace, as steps ending at each minute.
+fn demand_series(role: &str, demand: &[f64], colour: &'static str) -> Series {
+    Series {
+        name: format!("{role} demand"),
+        colour,
+        dashed: false,
+        steps: true,
+        points: demand
+            .iter()
+            .enumerate()
+            .map(|(m, d)| (m as f64 + 1.0, *d))
+            .collect(),
+    }
+}
+
 fn demand_chart(c: &Comparison, run: &RunReport) -> String {
     let mut series = Vec::new();
     for (i, (role, demand)) in c.demand.iter().enumerate() {
-        let colour = PALETTE[(2 * i) % PALETTE.len()];
-        series.push(Series {
-            name: format!("{role} demand"),
-            colour,
-            dashed: false,
-            steps: true,
-            points: demand
-                .iter()
-                .enumerate()
-                .map(|(m, d)| (m as f64 + 1.0, *d))
-                .collect(),
-        });
+        series.push(demand_series(
+            role,
+            demand,
+            PALETTE[(2 * i) % PALETTE.len()],
+        ));
         let capacity = c
             .targets
             .tokens_per_second
@@ -173,19 +181,12 @@ fn forecast_chart(c: &Comparison, run: &RunReport) -> Option<(String, f64)> {
     let mut horizon = 0.0_f64;
     let mut series = Vec::new();
     for (i, role) in roles.iter().enumerate() {
-        let colour = PALETTE[(2 * i) % PALETTE.len()];
         if let Some(demand) = c.demand.get(*role) {
-            series.push(Series {
-                name: format!("{role} demand"),
-                colour,
-                dashed: false,
-                steps: true,
-                points: demand
-                    .iter()
-                    .enumerate()
-                    .map(|(m, d)| (m as f64 + 1.0, *d))
-                    .collect(),
-            });
+            series.push(demand_series(
+                role,
+                demand,
+                PALETTE[(2 * i) % PALETTE.len()],
+            ));
         }
         let made: Vec<(f64, &crate::Forecast)> = run
             .passes
