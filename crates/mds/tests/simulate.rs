@@ -1403,4 +1403,22 @@ fn a_default_report_is_named_after_the_trace_in_the_current_directory() {
         "{}",
         text(&three.stdout)
     );
+
+    // A current directory that cannot take the report (/proc refuses new files even to
+    // root): the results still print, the report goes to the temporary directory and the
+    // output says where.
+    if cfg!(target_os = "linux") {
+        let four = simulate_in(
+            std::path::Path::new("/proc"),
+            &["--no-progress", "--until", "2m", "--compare", "none"],
+        );
+        assert_eq!(four.status.code(), Some(0), "{}", text(&four.stderr));
+        let stdout = text(&four.stdout);
+        let shown = std::env::temp_dir().join("mds-simulate/mds-azure-2023-conv-run.html");
+        assert!(
+            stdout.contains("SLO attainment")
+                && stdout.contains(&format!("report: {}", shown.display())),
+            "{stdout}"
+        );
+    }
 }

@@ -20,7 +20,9 @@ pub(super) fn write_json(
 }
 
 /// Where the HTML report goes (`None`: --no-report): `--report`, else next to `--json` (its
-/// name with .html), else `default_name` in `MDS_REPORT_DIR` or the current directory.
+/// name with .html), else `default_name` in `MDS_REPORT_DIR` or the current directory; a
+/// current directory that cannot take it (read-only) gives way to the system's temporary
+/// directory, so the run's results are not lost to a report nobody asked for by name.
 pub(super) fn report_path(
     no_report: bool,
     report: Option<&Path>,
@@ -47,7 +49,27 @@ pub(super) fn report_path(
             })?;
             Ok(Some(dir.join(default_name)))
         }
-        _ => Ok(Some(PathBuf::from(default_name))),
+        _ => {
+            let here = PathBuf::from(default_name);
+            // Opened to append, so an existing report is not cut short before the run ends,
+            // and a probe file is removed again: a run that fails leaves nothing behind.
+            let existed = here.exists();
+            let writable = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&here)
+                .is_ok();
+            if writable {
+                if !existed {
+                    let _ = std::fs::remove_file(&here);
+                }
+                return Ok(Some(here));
+            }
+            let dir = std::env::temp_dir().join("mds-simulate");
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| unusable(format!("{}: cannot create: {e}", dir.display())))?;
+            Ok(Some(dir.join(default_name)))
+        }
     }
 }
 
