@@ -9,7 +9,8 @@ use crate::report::{Bin, Percentiles};
 use crate::run::{Inputs, RunReport};
 use crate::slo::ItlReading;
 
-fn ms(seconds: Option<f64>) -> String {
+/// Seconds as whole milliseconds, `-` when absent (the text and the HTML report alike).
+pub fn ms(seconds: Option<f64>) -> String {
     seconds.map_or("-".into(), |s| format!("{:.0}", s * 1000.0))
 }
 
@@ -17,11 +18,13 @@ fn percentiles(p: &Percentiles) -> String {
     format!("{} / {} / {} ms", ms(p.p50), ms(p.p95), ms(p.p99))
 }
 
-fn percent(v: Option<f64>) -> String {
+/// A share as a percentage to one decimal, `-` when absent.
+pub fn percent(v: Option<f64>) -> String {
     v.map_or("-".into(), |a| format!("{:.1}", a * 100.0))
 }
 
-fn times(v: Option<f64>) -> String {
+/// A ratio to two decimals, `-` when absent.
+pub fn times(v: Option<f64>) -> String {
     v.map_or("-".into(), |r| format!("{r:.2}"))
 }
 
@@ -347,8 +350,7 @@ pub fn minutes(report: &RunReport) -> String {
             "  {:>3}  {:>8.0}  {:>6}  {:>6}  {:>5}  {:>5.2}",
             (b.start / 60.0) as i64,
             b.requests,
-            b.attainment
-                .map_or("-".into(), |a| format!("{:.1}", a * 100.0)),
+            percent(b.attainment),
             ms(b.ttft.p95),
             ms(b.itl.p95),
             b.gpu_hours

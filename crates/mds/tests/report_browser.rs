@@ -25,6 +25,17 @@ fn chromium() -> Option<PathBuf> {
     .find(|p| p.exists())
 }
 
+/// Chromium for `test`, or a loud line that it is skipped.
+fn chromium_or_skip(test: &str) -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        eprintln!(
+            "!!! SKIPPED {test}: no Chromium (install Debian's chromium, or set MDS_CHROMIUM)"
+        );
+    }
+    found
+}
+
 /// Headless Chromium with the flags a closed network needs, its profile in `scratch`.
 fn headless(browser: &Path, scratch: &Path) -> Command {
     let mut cmd = Command::new(browser);
@@ -104,11 +115,7 @@ fn assert_drawn(browser: &Path, scratch: &Path, url: &str, ids: &[&str]) {
 
 #[test]
 fn the_frontier_page_draws_each_policys_frontier() {
-    let Some(browser) = chromium() else {
-        eprintln!(
-            "!!! SKIPPED the_frontier_page_draws_each_policys_frontier: no Chromium \
-             (install Debian's chromium, or set MDS_CHROMIUM)"
-        );
+    let Some(browser) = chromium_or_skip("the_frontier_page_draws_each_policys_frontier") else {
         return;
     };
     let scratch = Scratch::new("frontier-browser");
@@ -144,11 +151,8 @@ fn the_frontier_page_draws_each_policys_frontier() {
 
 #[test]
 fn the_report_renders_in_chromium_with_every_plot_drawn() {
-    let Some(browser) = chromium() else {
-        eprintln!(
-            "!!! SKIPPED the_report_renders_in_chromium_with_every_plot_drawn: no Chromium \
-             (install Debian's chromium, or set MDS_CHROMIUM)"
-        );
+    let Some(browser) = chromium_or_skip("the_report_renders_in_chromium_with_every_plot_drawn")
+    else {
         return;
     };
     let scratch = Scratch::new("report-browser");
@@ -211,11 +215,7 @@ fn the_report_renders_in_chromium_with_every_plot_drawn() {
 
 #[test]
 fn predictives_forecast_is_drawn_against_demand() {
-    let Some(browser) = chromium() else {
-        eprintln!(
-            "!!! SKIPPED predictives_forecast_is_drawn_against_demand: no Chromium \
-             (install Debian's chromium, or set MDS_CHROMIUM)"
-        );
+    let Some(browser) = chromium_or_skip("predictives_forecast_is_drawn_against_demand") else {
         return;
     };
     let scratch = Scratch::new("forecast-browser");

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 
 use crate::compare::Comparison;
 use crate::run::RunReport;
+use crate::text::{ms, percent, times as ratio};
 use svg::{Dot, LineChart, PALETTE, Series, escape};
 
 /// What the page shows.
@@ -72,18 +73,6 @@ const DRAWN: &str = r#"addEventListener('load', () => {
     return `${svg.id}:${els.length}:${w}x${h};`;
   }).join('');
 });"#;
-
-fn percent(v: Option<f64>) -> String {
-    v.map_or("-".into(), |a| format!("{:.1}", a * 100.0))
-}
-
-fn ms(v: Option<f64>) -> String {
-    v.map_or("-".into(), |s| format!("{:.0}", s * 1000.0))
-}
-
-fn ratio(v: Option<f64>) -> String {
-    v.map_or("-".into(), |r| format!("{r:.2}"))
-}
 
 /// The run the time plots show: the featured policy, else our first row, else the first.
 fn featured<'c>(c: &'c Comparison, name: Option<&str>) -> Option<&'c RunReport> {
@@ -148,18 +137,12 @@ fn demand_chart(c: &Comparison, run: &RunReport) -> String {
                 .collect(),
         });
     }
-    LineChart {
-        id: "demand".into(),
-        title: format!("Demand against ready capacity ({})", run.inputs.scaler),
-        x_label: "minutes".into(),
-        y_label: "tokens/s".into(),
+    LineChart::over_minutes(
+        "demand",
+        format!("Demand against ready capacity ({})", run.inputs.scaler),
+        "tokens/s",
         series,
-        references: Vec::new(),
-        marks: Vec::new(),
-        log_y: false,
-        bands: Vec::new(),
-        window: None,
-    }
+    )
     .render()
 }
 
@@ -167,13 +150,8 @@ fn demand_chart(c: &Comparison, run: &RunReport) -> String {
 /// it was for (its horizon after the pass that made it), beside the trace's demand per minute
 /// and the demand the pass read. `None` when the run made no forecast.
 fn forecast_chart(c: &Comparison, run: &RunReport) -> Option<(String, f64)> {
-    let roles: Vec<&String> = run
-        .passes
-        .iter()
-        .flat_map(|p| p.forecasts.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let roles: std::collections::BTreeSet<&String> =
+        run.passes.iter().flat_map(|p| p.forecasts.keys()).collect();
     if roles.is_empty() {
         return None;
     }
@@ -217,18 +195,12 @@ fn forecast_chart(c: &Comparison, run: &RunReport) -> Option<(String, f64)> {
                 .collect(),
         });
     }
-    let chart = LineChart {
-        id: "forecast".into(),
-        title: format!("Forecast against demand ({})", run.inputs.scaler),
-        x_label: "minutes".into(),
-        y_label: "tokens/s".into(),
+    let chart = LineChart::over_minutes(
+        "forecast",
+        format!("Forecast against demand ({})", run.inputs.scaler),
+        "tokens/s",
         series,
-        references: Vec::new(),
-        marks: Vec::new(),
-        log_y: false,
-        bands: Vec::new(),
-        window: None,
-    }
+    )
     .render();
     Some((chart, horizon))
 }
@@ -290,19 +262,17 @@ fn replicas_chart(run: &RunReport) -> String {
         .map(|p| (p.t / 60.0, PALETTE[6]))
         .collect();
     LineChart {
-        id: "replicas".into(),
-        title: format!(
-            "Replicas per role ({}; ticks at the bottom: scale actions)",
-            run.inputs.scaler
-        ),
-        x_label: "minutes".into(),
-        y_label: "replicas".into(),
-        series,
-        references: Vec::new(),
         marks,
-        log_y: false,
         bands: fault_bands(run),
-        window: None,
+        ..LineChart::over_minutes(
+            "replicas",
+            format!(
+                "Replicas per role ({}; ticks at the bottom: scale actions)",
+                run.inputs.scaler
+            ),
+            "replicas",
+            series,
+        )
     }
     .render()
 }
@@ -354,16 +324,15 @@ fn latency_chart(c: &Comparison, itl: bool, featured_name: Option<&str>) -> Stri
         .collect();
     let name = if itl { "ITL" } else { "TTFT" };
     LineChart {
-        id: name.to_lowercase(),
-        title: format!("p95 {name} per minute against the SLO"),
-        x_label: "minutes".into(),
-        y_label: format!("p95 {name} (ms, log scale)"),
-        series,
         references: vec![(format!("SLO {:.0} ms", slo * 1000.0), slo * 1000.0)],
-        marks: Vec::new(),
         log_y: true,
         bands: shown.first().map(|r| fault_bands(r)).unwrap_or_default(),
-        window: None,
+        ..LineChart::over_minutes(
+            &name.to_lowercase(),
+            format!("p95 {name} per minute against the SLO"),
+            &format!("p95 {name} (ms, log scale)"),
+            series,
+        )
     }
     .render()
 }

@@ -148,6 +148,23 @@ fn axes(svg: &mut String, a: &Axes) {
 }
 
 impl LineChart {
+    /// A chart of `series` over the run's minutes, on a linear y axis from zero, with no
+    /// references, marks or bands until the caller sets them.
+    pub fn over_minutes(id: &str, title: String, y_label: &str, series: Vec<Series>) -> LineChart {
+        LineChart {
+            id: id.into(),
+            title,
+            x_label: "minutes".into(),
+            y_label: y_label.into(),
+            series,
+            references: Vec::new(),
+            marks: Vec::new(),
+            log_y: false,
+            bands: Vec::new(),
+            window: None,
+        }
+    }
+
     pub fn render(&self) -> String {
         let points: Vec<(f64, f64)> = self
             .series
@@ -339,6 +356,49 @@ impl LineChart {
     }
 }
 
+/// A box on a chart in pixels: x from, x to, y from, y to.
+type Area = (f64, f64, f64, f64);
+
+/// The area a label `width` wide takes with its baseline at `baseline`.
+fn label_area(x0: f64, width: f64, baseline: f64) -> Area {
+    (x0, x0 + width, baseline - 10.0, baseline + 2.0)
+}
+
+/// Where a scatter's labels may go: left edges and right edges within `x`, baselines within
+/// `baseline`, clear of every area `taken`.
+struct Labels {
+    taken: Vec<Area>,
+    x: (f64, f64),
+    baseline: (f64, f64),
+}
+
+impl Labels {
+    /// A spot (left edge, baseline) for a label `width` wide beside the dot at (cx, cy):
+    /// right of it, else left, moving a line up or down at a time until it is clear. The
+    /// spot is taken; `None` when the dot sits in a crowd with no room left.
+    fn place(&mut self, cx: f64, cy: f64, width: f64) -> Option<(f64, f64)> {
+        let overlaps = |a: Area, b: &Area| a.0 < b.1 && b.0 < a.1 && a.2 < b.3 && b.2 < a.3;
+        let spot = (0..24)
+            .flat_map(|k| {
+                let step = LINE * f64::from((k + 1) / 2);
+                let ty = cy + 4.0 + if k % 2 == 0 { step } else { -step };
+                [(cx + 7.0, ty), (cx - 7.0 - width, ty)]
+            })
+            .filter(|(x0, ty)| {
+                *x0 >= self.x.0
+                    && x0 + width <= self.x.1
+                    && *ty > self.baseline.0
+                    && *ty < self.baseline.1
+            })
+            .find(|(x0, ty)| {
+                let area = label_area(*x0, width, *ty);
+                !self.taken.iter().any(|t| overlaps(area, t))
+            })?;
+        self.taken.push(label_area(spot.0, width, spot.1));
+        Some(spot)
+    }
+}
+
 /// One policy in the scatter.
 pub struct Dot {
     pub name: String,
@@ -420,14 +480,20 @@ pub fn scatter(
         ours = PALETTE[0],
         peers = PALETTE[1],
     );
-    // What labels must keep clear of: (x from, x to, y from, y to) in pixels.
-    let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
-    let text_box =
-        |x0: f64, width: f64, baseline: f64| (x0, x0 + width, baseline - 10.0, baseline + 2.0);
+    // The labels' room: inside the chart, clear of the reference's label and every dot.
+    let mut labels = Labels {
+        taken: Vec::new(),
+        x: (LEFT + 2.0, w - 2.0),
+        baseline: (TOP + 10.0, TOP + plot_h - 2.0),
+    };
     if let Some((label, x)) = &reference {
         let px = sx(*x);
         let (tx, ty) = (px + 4.0, TOP + plot_h - 6.0);
-        placed.push(text_box(tx, CHAR_WIDTH * label.chars().count() as f64, ty));
+        labels.taken.push(label_area(
+            tx,
+            CHAR_WIDTH * label.chars().count() as f64,
+            ty,
+        ));
         let _ = write!(
             svg,
             r#"<line x1="{px:.1}" x2="{px:.1}" y1="{TOP}" y2="{y2}" class="reference"/><text x="{tx:.1}" y="{ty}" class="tick reference-label">{}</text>"#,
@@ -435,43 +501,21 @@ pub fn scatter(
             y2 = TOP + plot_h,
         );
     }
-    // Each label goes beside its dot, right or else left, moved up or down until it clears
-    // what is placed so far and stays inside the chart.
     let mut order: Vec<&Dot> = dots
         .iter()
         .filter(|d| d.x.is_finite() && d.y.is_finite())
         .collect();
     order.sort_by(|a, b| a.x.total_cmp(&b.x));
-    let mut unlabelled = Vec::new();
-    // Labels keep clear of every dot, not only of each other.
     for d in &order {
         let (cx, cy) = (sx(d.x), sy(d.y));
-        placed.push((cx - 5.0, cx + 5.0, cy - 5.0, cy + 5.0));
+        labels.taken.push((cx - 5.0, cx + 5.0, cy - 5.0, cy + 5.0));
     }
-    let overlaps = |a: (f64, f64, f64, f64), b: &(f64, f64, f64, f64)| {
-        a.0 < b.1 && b.0 < a.1 && a.2 < b.3 && b.2 < a.3
-    };
+    let mut unlabelled = Vec::new();
     for d in order {
         let (cx, cy) = (sx(d.x), sy(d.y));
         let colour = if d.ours { PALETTE[0] } else { PALETTE[1] };
         let width = CHAR_WIDTH * d.name.chars().count() as f64;
-        let spots = (0..24).flat_map(|k| {
-            let step = LINE * f64::from((k + 1) / 2);
-            let ty = cy + 4.0 + if k % 2 == 0 { step } else { -step };
-            [(cx + 7.0, ty), (cx - 7.0 - width, ty)]
-        });
-        let spot = spots
-            .filter(|(x0, ty)| {
-                *x0 >= LEFT + 2.0
-                    && x0 + width <= w - 2.0
-                    && *ty > TOP + 10.0
-                    && *ty < TOP + plot_h - 2.0
-            })
-            .find(|(x0, ty)| {
-                !placed
-                    .iter()
-                    .any(|p| overlaps(text_box(*x0, width, *ty), p))
-            });
+        let spot = labels.place(cx, cy, width);
         let _ = write!(
             svg,
             r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="{r}" fill="{colour}" class="dot"><title>{name}: {y:.1} %, {x:.2} GPU-h</title></circle>"#,
@@ -484,7 +528,6 @@ pub fn scatter(
         // caller names it under the chart.
         match spot {
             Some((x0, ty)) => {
-                placed.push(text_box(x0, width, ty));
                 // A label moved off its dot's line is tied to it by a thin line.
                 if (ty - (cy + 4.0)).abs() > LINE / 2.0 {
                     let (from, to) = if x0 > cx {

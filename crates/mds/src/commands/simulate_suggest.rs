@@ -91,8 +91,7 @@ fn peers(out: &mut String, s: &Suggestion) {
             out,
             "  {:<18} {:>6} %  {:>6.2} GPU-hours",
             p.peer,
-            p.attainment
-                .map_or("-".into(), |a| format!("{:.1}", a * 100.0)),
+            mds_simulate::text::percent(p.attainment),
             p.gpu_hours
         );
     }
@@ -161,8 +160,7 @@ fn report(case: &Case, s: &Suggestion) -> String {
             out,
             "  {:>7.3}  {:>7}  {:>6.2}  {}{mark}",
             t.factor,
-            t.attainment
-                .map_or("-".into(), |a| format!("{:.1}", a * 100.0)),
+            mds_simulate::text::percent(t.attainment),
             t.gpu_hours,
             targets(t)
         );
