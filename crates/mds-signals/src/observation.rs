@@ -6,7 +6,7 @@ use mds_api::quantity::{Decimal, Quantity};
 use mds_api::status::{RoleStatus, SignalState};
 use mds_api::target::RoleKind;
 
-use crate::samples::{HistogramDelta, PodReading, PromptPath};
+use crate::samples::{HistogramDelta, PodReading, PodWindow, PromptPath};
 
 /// The sampler reads at most this many ready Pods per role (spec *Limitations*).
 pub const MAX_SAMPLED_PODS: usize = 64;
@@ -80,14 +80,16 @@ fn role_total(
     (!values.is_empty()).then(|| estimate(values.iter().sum(), values.len(), ready))
 }
 
-/// Sums a window rate over the Pods with windows and scales by how many Pods have windows:
-/// counter children are created on first use, so a windowed Pod without the counter produced
-/// nothing in the window and counts as zero; scaling by the reporters would double a
+/// Sums a window rate over the Pods with windows, adds what joining Pods counted (D9
+/// amended) and fills in every other ready Pod with the windowed Pods' mean (D9). Counter
+/// children are created on first use, so a windowed Pod without the counter produced nothing
+/// in the window and counts as zero; scaling by the reporters would double a
 /// one-of-two-Pods rate while coverage reads complete.
 fn role_rate(
     windows: &[&PodReading],
+    joining: &[&PodReading],
     ready: u32,
-    f: impl Fn(&crate::samples::PodWindow) -> Option<f64>,
+    f: impl Fn(&PodWindow) -> Option<f64>,
 ) -> Option<f64> {
     let values: Vec<f64> = windows
         .iter()
@@ -96,7 +98,42 @@ fn role_rate(
             f(w).map(|tokens| tokens / w.elapsed_seconds)
         })
         .collect();
-    (!values.is_empty()).then(|| estimate(values.iter().sum(), windows.len(), ready))
+    if values.is_empty() {
+        return None;
+    }
+    let windowed: f64 = values.iter().sum();
+    let mean = windowed / windows.len() as f64;
+    let seconds = windows
+        .iter()
+        .filter_map(|r| r.window.as_ref())
+        .map(|w| w.elapsed_seconds)
+        .sum::<f64>()
+        / windows.len() as f64;
+    // A joining Pod served only since it became Ready inside the window, so what its
+    // counters hold is its part of the window's load. Never more than the mean it would have
+    // been filled in with (a Pod Ready again without a new process counted from before).
+    let joined: f64 = joining
+        .iter()
+        .map(|r| {
+            let counted = r.history.as_ref().and_then(&f).unwrap_or(0.0);
+            (counted / seconds).min(mean)
+        })
+        .sum();
+    let carried = windows.len() + joining.len();
+    let unread = (ready as usize).saturating_sub(carried);
+    Some(windowed + joined + mean * unread as f64)
+}
+
+/// D9 amended: a Pod read without a baseline whose Ready time falls inside the window the
+/// other Pods' rates cover (the whole-second Ready time may read up to a second early). It
+/// served nothing of that window before it was Ready.
+fn is_joining(reading: &PodReading, window_start: Timestamp) -> bool {
+    let early = window_start
+        .checked_sub(jiff::SignedDuration::from_secs(1))
+        .unwrap_or(window_start);
+    reading.window.is_none()
+        && reading.history.is_some()
+        && reading.ready_since.is_some_and(|t| t >= early)
 }
 
 /// Readings taken before this have expired (D10: three sampling intervals).
@@ -144,8 +181,26 @@ pub fn observe_role(inputs: &RoleInputs) -> RoleObservation {
                 .is_some_and(|w| w.prompt_tokens.is_some() || w.generation_tokens.is_some())
         })
         .collect();
-    let prompt = role_rate(&windows, ready, |w| w.prompt_tokens);
-    let generation = role_rate(&windows, ready, |w| w.generation_tokens);
+    // Where the window begins: the earliest baseline of the Pods that have one.
+    let window_start = windows
+        .iter()
+        .filter_map(|r| {
+            let w = r.window.as_ref()?;
+            r.scraped_at
+                .checked_sub(jiff::SignedDuration::try_from_secs_f64(w.elapsed_seconds).ok()?)
+                .ok()
+        })
+        .min();
+    let joining: Vec<&PodReading> = match window_start {
+        Some(start) => fresh
+            .iter()
+            .copied()
+            .filter(|r| is_joining(r, start))
+            .collect(),
+        None => Vec::new(),
+    };
+    let prompt = role_rate(&windows, &joining, ready, |w| w.prompt_tokens);
+    let generation = role_rate(&windows, &joining, ready, |w| w.generation_tokens);
     let ttft = p95_with_observations(
         windows
             .iter()

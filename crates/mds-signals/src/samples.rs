@@ -56,6 +56,13 @@ pub struct PodReading {
     pub sample: EngineSample,
     /// Present once two valid samples of the same process exist.
     pub window: Option<PodWindow>,
+    /// Without a baseline (a Pod read for the first time, or again after it stopped
+    /// answering): the counters' whole history, counted from the zero every counter of a new
+    /// process starts at. `elapsed_seconds` is 0: how long that history is, only the Pod's
+    /// Ready time can say (D9 amended, a joining Pod).
+    pub history: Option<PodWindow>,
+    /// When the Pod last became Ready, if the shell knows (the Pod's Ready condition).
+    pub ready_since: Option<Timestamp>,
     /// Why the previous baseline was dropped, when it was.
     pub reset: Option<&'static str>,
 }
@@ -99,9 +106,15 @@ impl SampleStore {
                 scraped_at: at,
                 sample,
                 window: None,
+                history: None,
+                ready_since: None,
                 reset: previous.map(|_| "the page carried no signal the adapter reads"),
             };
         }
+        let history = previous
+            .is_none()
+            .then(|| counted_between(engine, &from_zero(&sample), &sample, 0.0).ok())
+            .flatten();
         let (window, reset) = match &previous {
             None => (None, None),
             Some(prev) if self.expired(prev, at) => (
@@ -126,6 +139,8 @@ impl SampleStore {
             scraped_at: at,
             sample,
             window,
+            history,
+            ready_since: None,
             reset,
         }
     }
@@ -222,17 +237,47 @@ fn window_between(
     if elapsed <= 0.0 || !elapsed.is_finite() {
         return Err("the samples are not in time order");
     }
-    let deltas = counter_deltas(&prev.sample, cur)?;
+    counted_between(engine, &prev.sample, cur, elapsed)
+}
+
+/// What the counters and histograms counted between two samples of one process.
+fn counted_between(
+    engine: EngineKind,
+    prev: &EngineSample,
+    cur: &EngineSample,
+    elapsed_seconds: f64,
+) -> Result<PodWindow, &'static str> {
+    let deltas = counter_deltas(prev, cur)?;
     let sum = |counter: Counter| deltas.get(&counter).copied();
-    let (prompt_tokens, prompt_path) = prompt_demand(engine, &sum, &prev.sample, cur);
+    let (prompt_tokens, prompt_path) = prompt_demand(engine, &sum, prev, cur);
     Ok(PodWindow {
-        elapsed_seconds: elapsed,
+        elapsed_seconds,
         prompt_tokens,
         prompt_path,
         generation_tokens: sum(Counter::Generation),
-        ttft: histogram_deltas(&prev.sample, cur, Latency::Ttft)?,
-        itl: histogram_deltas(&prev.sample, cur, Latency::Itl)?,
+        ttft: histogram_deltas(prev, cur, Latency::Ttft)?,
+        itl: histogram_deltas(prev, cur, Latency::Itl)?,
     })
+}
+
+/// The sample as its process began: the same counter and histogram children, all at zero.
+fn from_zero(sample: &EngineSample) -> EngineSample {
+    EngineSample {
+        counters: sample.counters.keys().map(|k| (k.clone(), 0.0)).collect(),
+        histograms: sample
+            .histograms
+            .iter()
+            .map(|(k, h)| {
+                let zero = Histogram {
+                    buckets: h.buckets.iter().map(|&(le, _)| (le, 0.0)).collect(),
+                    sum: h.sum.map(|_| 0.0),
+                    count: h.count.map(|_| 0.0),
+                };
+                (k.clone(), zero)
+            })
+            .collect(),
+        ..EngineSample::default()
+    }
 }
 
 /// The summed deltas of each counter's children (a counter with no child is absent). A

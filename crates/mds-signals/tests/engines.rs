@@ -467,6 +467,74 @@ fn a_window_without_rates_does_not_count_as_coverage() {
     close(o.prompt_tokens_per_second, 4000.0); // pod-1's 2000 scaled to 2 ready
 }
 
+/// D9 amended: a Pod that became Ready inside the window answers with its first sample and
+/// no rate window. It is not filled in with its peers' mean: what its counters hold (all of
+/// it served since it became Ready) is its part of the window, never more than that mean. A
+/// Pod without a window for any other reason, or one that does not answer, is filled in.
+#[test]
+fn a_joining_pod_counts_what_it_served_and_a_silent_one_is_filled_in() {
+    let (a, b) = pair("vllm-0.12.0");
+    let engine = EngineKind::Vllm;
+    let later = t0() + jiff::SignedDuration::from_secs(15);
+    let page = |prompt: u32| {
+        format!(
+            "vllm:prompt_tokens_total{{model_name=\"m\"}} {prompt}\n\
+             vllm:prefix_cache_hits_total{{model_name=\"m\"}} 0\n"
+        )
+    };
+    let observe_with = |joiner_prompt: u32, ready_since: Option<Timestamp>, ready: u32| {
+        let mut store = SampleStore::default();
+        let mut readings = Vec::new();
+        for pod in ["pod-1", "pod-2"] {
+            store.record(engine, pod, None, read(engine, &parse(&a)), t0());
+            readings.push(store.record(engine, pod, None, read(engine, &parse(&b)), later));
+        }
+        let mut joiner = store.record(
+            engine,
+            "pod-3",
+            None,
+            read(engine, &parse(&page(joiner_prompt))),
+            later,
+        );
+        joiner.ready_since = ready_since;
+        readings.push(joiner);
+        observe_role(&RoleInputs {
+            kind: &RoleKind::Server,
+            ready_replicas: ready,
+            readings: &readings,
+            interval_seconds: 15,
+            now: later,
+        })
+    };
+    let inside = Some(t0() + jiff::SignedDuration::from_secs(5));
+    // pod-1 and pod-2 served 2000 tokens/s each; pod-3 counted 9000 since it became Ready
+    // 5 s into the window: 600 tokens/s of the window's load.
+    let o = observe_with(9000, inside, 3);
+    close(o.prompt_tokens_per_second, 4600.0);
+    assert!(
+        !o.coverage_complete,
+        "shrinking still needs every Pod's window"
+    );
+    // Counted more than its peers' mean (Ready again without a new process): the mean.
+    close(
+        observe_with(60_000, inside, 3).prompt_tokens_per_second,
+        6000.0,
+    );
+    // Ready since before the window, or Ready time unknown: it should have had a window,
+    // so it is filled in with the mean as before.
+    let before = Some(t0() - jiff::SignedDuration::from_secs(60));
+    close(
+        observe_with(9000, before, 3).prompt_tokens_per_second,
+        6000.0,
+    );
+    close(observe_with(9000, None, 3).prompt_tokens_per_second, 6000.0);
+    // A fourth ready Pod that did not answer is filled in with the windowed Pods' mean.
+    close(
+        observe_with(9000, inside, 4).prompt_tokens_per_second,
+        6600.0,
+    );
+}
+
 #[test]
 fn prefix_hit_names_the_preferred_counter_and_explains_the_legacy_one() {
     let series = |page: &str| -> Vec<(String, bool, String)> {

@@ -61,6 +61,20 @@ pub fn pod_ready(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none() && condition_true(pod, "Ready")
 }
 
+/// When the Pod last became Ready, while it is (D9 amended: a Pod Ready since inside the
+/// window is joining).
+pub fn ready_since(pod: &Pod) -> Option<jiff::Timestamp> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")?
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0)
+}
+
 /// The engine container's restart count, when reported (D8: a restart drops the baseline).
 pub fn restart_count(pod: &Pod) -> Option<u32> {
     let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;

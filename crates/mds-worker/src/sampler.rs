@@ -14,7 +14,7 @@ use mds_signals::{PodReading, RoleInputs, RoleObservation, SampleStore, engine};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::facts::{pod_facts, ready_instances, restart_count};
+use crate::facts::{pod_facts, ready_instances, ready_since, restart_count};
 use crate::ports::{MetricsSource, ScrapeError};
 
 /// How one Pod's scrape went.
@@ -83,9 +83,14 @@ pub async fn sample<M: MetricsSource>(
             .map(move |t| fetch_one(metrics, engine_kind, role.name.as_str(), t))
     });
     let pages = join_all(fetches).await;
-    let restarts: BTreeMap<&str, Option<u32>> = pods
+    let pod_states: BTreeMap<&str, (Option<u32>, Option<Timestamp>)> = pods
         .iter()
-        .filter_map(|p| Some((p.metadata.uid.as_deref()?, restart_count(p))))
+        .filter_map(|p| {
+            Some((
+                p.metadata.uid.as_deref()?,
+                (restart_count(p), ready_since(p)),
+            ))
+        })
         .collect();
     let optional: BTreeSet<&str> = plans
         .iter()
@@ -102,8 +107,9 @@ pub async fn sample<M: MetricsSource>(
             .unwrap_or(now);
         let error = match page {
             Ok(engine_sample) => {
-                let restarts = restarts.get(uid.as_str()).copied().flatten();
-                let reading = store.record(engine_kind, &uid, restarts, engine_sample, read_at);
+                let (restarts, ready) = pod_states.get(uid.as_str()).copied().unwrap_or_default();
+                let mut reading = store.record(engine_kind, &uid, restarts, engine_sample, read_at);
+                reading.ready_since = ready;
                 if reading.is_valid() {
                     store.note_valid_reading(role, read_at);
                 }
