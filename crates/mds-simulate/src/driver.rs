@@ -8,6 +8,7 @@
 //! the same run, byte for byte.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use mds_api::ModelDeploymentScaler;
@@ -275,25 +276,24 @@ impl Simulation {
     }
 
     /// The scaler as the cluster holds it.
-    pub(crate) fn scaler(&self) -> Option<ModelDeploymentScaler> {
-        self.cluster
-            .get(Kind::Scaler, &self.key.namespace, &self.key.name)
-            .and_then(|doc| serde_json::from_value(doc).ok())
+    pub(crate) fn scaler(&self) -> Option<Arc<ModelDeploymentScaler>> {
+        self.cluster.scaler(&self.key.namespace, &self.key.name)
     }
 
     fn target_generation(&self) -> Option<i64> {
         self.cluster
-            .get(
+            .read(
                 Kind::Target,
                 &self.deployment.namespace,
                 &self.deployment.name,
+                |doc| doc["metadata"]["generation"].as_i64(),
             )
-            .and_then(|doc| doc["metadata"]["generation"].as_i64())
+            .flatten()
     }
 
     /// The scaler as the cluster holds it now, status included (for tests between passes).
     pub fn scaler_now(&self) -> Option<ModelDeploymentScaler> {
-        self.scaler()
+        self.scaler().map(|s| s.as_ref().clone())
     }
 
     /// The target as the cluster holds it now: the spec the scaler wrote and the status the

@@ -6,9 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
-use mds_api::target::ModelDeployment;
-use mds_sim::{DeploymentKey, World, objects};
+use mds_api::target::{ModelDeployment, Workload};
+use mds_sim::{DeploymentKey, PodView, World, objects};
 use mds_worker::memory_cluster::{Kind, MemoryCluster};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::SimError;
@@ -17,6 +18,13 @@ use crate::SimError;
 pub(crate) struct Mirror {
     /// What was last put, by kind and name.
     written: BTreeMap<(Kind, String), Value>,
+    /// The target status last written.
+    status: Option<Value>,
+    /// The world's views the written Pods and Workloads were made from: an unchanged view
+    /// makes the same object (a Pod's condition times move only when its view does), so it
+    /// is neither made nor compared again.
+    pod_views: BTreeMap<String, PodView>,
+    workload_views: BTreeMap<String, Workload>,
     /// The target generation the world last took.
     adopted: Option<i64>,
 }
@@ -30,12 +38,18 @@ impl Mirror {
         now: Timestamp,
     ) {
         let ns = key.namespace.as_str();
+        let mut present: BTreeSet<(Kind, String)> = BTreeSet::new();
         let mut wanted: BTreeMap<(Kind, String), Value> = BTreeMap::new();
         for view in world.pods(key) {
             let name = view.metadata.name.clone().unwrap_or_default();
+            let k = (Kind::Pod, name.clone());
+            present.insert(k.clone());
+            if self.written.contains_key(&k) && self.pod_views.get(&name) == Some(&view) {
+                continue;
+            }
             let previous = self
                 .written
-                .get(&(Kind::Pod, name.clone()))
+                .get(&k)
                 .map(|p| p["status"].clone())
                 .unwrap_or(Value::Null);
             let mut pod = objects::pod_manifest(&view);
@@ -48,25 +62,37 @@ impl Mirror {
                 pod["metadata"]["deletionTimestamp"] = json!(objects::rfc3339(t.0));
             }
             pod["status"] = objects::pod_status(&view, &previous, now);
-            wanted.insert((Kind::Pod, name), pod);
+            wanted.insert(k, pod);
+            self.pod_views.insert(name, view);
         }
         for workload in world.workloads(key) {
             let name = workload.metadata.name.clone().unwrap_or_default();
+            let k = (Kind::Workload, name.clone());
+            present.insert(k.clone());
+            if self.written.contains_key(&k) && self.workload_views.get(&name) == Some(&workload) {
+                continue;
+            }
             let mut doc = objects::workload_manifest(&workload);
             doc["metadata"]["namespace"] = json!(ns);
             doc["metadata"]["uid"] = json!(workload.metadata.uid);
             doc["status"] = objects::workload_status(&workload);
-            wanted.insert((Kind::Workload, name), doc);
+            wanted.insert(k, doc);
+            self.workload_views.insert(name, workload);
         }
         let gone: BTreeSet<(Kind, String)> = self
             .written
             .keys()
-            .filter(|k| !wanted.contains_key(*k))
+            .filter(|k| !present.contains(*k))
             .cloned()
             .collect();
         for (kind, name) in &gone {
             let _ = cluster.delete(*kind, ns, name, now);
             self.written.remove(&(*kind, name.clone()));
+            if *kind == Kind::Pod {
+                self.pod_views.remove(name);
+            } else {
+                self.workload_views.remove(name);
+            }
         }
         for (k, doc) in wanted {
             if self.written.get(&k) == Some(&doc) {
@@ -77,9 +103,15 @@ impl Mirror {
         }
         if let Some(status) = world.deployment(key).and_then(|d| d.status.as_ref()) {
             let status = objects::deployment_status(status);
-            cluster.edit(|e| {
-                e.edit(Kind::Target, ns, &key.name, |doc| doc["status"] = status);
+            let stored = cluster.read(Kind::Target, ns, &key.name, |doc| {
+                self.status.as_ref() == Some(&status) && doc["status"] == status
             });
+            if stored != Some(true) {
+                self.status = Some(status.clone());
+                cluster.edit(|e| {
+                    e.edit(Kind::Target, ns, &key.name, |doc| doc["status"] = status);
+                });
+            }
         }
     }
 
@@ -99,8 +131,11 @@ impl Mirror {
 
     /// The target as the cluster holds it.
     fn target(cluster: &MemoryCluster, key: &DeploymentKey) -> Option<ModelDeployment> {
-        let doc = cluster.get(Kind::Target, &key.namespace, &key.name)?;
-        serde_json::from_value(doc).ok()
+        cluster
+            .read(Kind::Target, &key.namespace, &key.name, |doc| {
+                ModelDeployment::deserialize(doc).ok()
+            })
+            .flatten()
     }
 
     /// The world takes the target's spec when its generation moved (the worker's writes).
@@ -110,13 +145,16 @@ impl Mirror {
         cluster: &MemoryCluster,
         key: &DeploymentKey,
     ) -> Result<(), SimError> {
+        let generation = cluster.read(Kind::Target, &key.namespace, &key.name, |doc| {
+            doc["metadata"]["generation"].as_i64()
+        });
+        if generation.is_none() || generation.flatten() == self.adopted {
+            return Ok(());
+        }
         let Some(md) = Self::target(cluster, key) else {
             return Ok(());
         };
         let generation = md.metadata.generation;
-        if generation == self.adopted {
-            return Ok(());
-        }
         world.apply_deployment(md)?;
         self.adopted = generation;
         Ok(())
@@ -128,8 +166,33 @@ impl Mirror {
         cluster: &MemoryCluster,
         key: &DeploymentKey,
     ) -> BTreeMap<String, i32> {
-        Self::target(cluster, key)
-            .map(|md| role_counts(&md))
+        // Only the counts: the whole target decoded twice a pass cost more than the pass's
+        // own planning.
+        #[derive(Deserialize)]
+        struct Counts {
+            spec: CountsSpec,
+        }
+        #[derive(Deserialize)]
+        struct CountsSpec {
+            roles: Vec<CountsRole>,
+        }
+        #[derive(Deserialize)]
+        struct CountsRole {
+            name: String,
+            replicas: Option<i32>,
+        }
+        cluster
+            .read(Kind::Target, &key.namespace, &key.name, |doc| {
+                Counts::deserialize(doc).ok()
+            })
+            .flatten()
+            .map(|md| {
+                md.spec
+                    .roles
+                    .into_iter()
+                    .map(|r| (r.name, r.replicas.unwrap_or(1)))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }

@@ -8,12 +8,13 @@ use std::collections::BTreeMap;
 
 use futures::executor::block_on;
 use jiff::Timestamp;
-use mds_api::ModelDeploymentScaler;
 use mds_api::defaults::values;
+use mds_api::spec::ModelDeploymentScalerSpec;
 use mds_sim::{DeploymentKey, World};
 use mds_worker::memory_cluster::{Kind, MemoryCluster};
 use mds_worker::schedule::{Fingerprint, Next, Schedule};
 use mds_worker::{ScalerKey, Worker};
+use serde::Deserialize;
 
 use crate::SimError;
 use crate::faults::{FaultyPages, Injector};
@@ -83,11 +84,14 @@ impl Operator {
 
     /// The scaler's interval as the cluster holds it (a pass writes status, not spec).
     fn interval(&self, cluster: &MemoryCluster) -> std::time::Duration {
+        // The spec alone: its status (histories, predictor state) is most of the object.
         let seconds = cluster
-            .get(Kind::Scaler, &self.key.namespace, &self.key.name)
-            .and_then(|doc| serde_json::from_value::<ModelDeploymentScaler>(doc).ok())
-            .map_or(values::INTERVAL_SECONDS as i64, |s| {
-                s.spec.interval_seconds()
+            .read(Kind::Scaler, &self.key.namespace, &self.key.name, |doc| {
+                ModelDeploymentScalerSpec::deserialize(&doc["spec"]).ok()
+            })
+            .flatten()
+            .map_or(values::INTERVAL_SECONDS as i64, |spec| {
+                spec.interval_seconds()
             });
         std::time::Duration::from_secs(seconds.max(1) as u64)
     }

@@ -116,6 +116,8 @@ struct State {
     seeded: Option<(XorShift, u32)>,
     hooks: hooks::Hooks,
     parsed_pods: parsed::Parsed<k8s_openapi::api::core::v1::Pod>,
+    parsed_scalers: parsed::Parsed<ModelDeploymentScaler>,
+    parsed_targets: parsed::Parsed<ModelDeployment>,
     parsed_workloads: parsed::Parsed<Workload>,
 }
 
@@ -131,7 +133,7 @@ fn key_of(doc: &Value) -> (String, String) {
 }
 
 fn typed<T: serde::de::DeserializeOwned>(doc: &Value, what: &str) -> Result<T, String> {
-    serde_json::from_value(doc.clone()).map_err(|e| format!("{what} does not parse: {e}"))
+    T::deserialize(doc).map_err(|e| format!("{what} does not parse: {e}"))
 }
 
 fn finalizers(doc: &Value) -> Vec<String> {
@@ -198,8 +200,34 @@ impl MemoryCluster {
 
     /// The stored object, as the API server (not the watch cache) has it.
     pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
+        self.read(kind, namespace, name, Value::clone)
+    }
+
+    /// The stored scaler, typed; parsed once per resource version and shared with the
+    /// worker's snapshot of the same version.
+    pub fn scaler(&self, namespace: &str, name: &str) -> Option<Arc<ModelDeploymentScaler>> {
+        let mut st = self.state();
+        let State {
+            objects,
+            parsed_scalers,
+            ..
+        } = &mut *st;
+        let key = (namespace.to_string(), name.to_string());
+        let doc = objects.get(&(Kind::Scaler, key.0.clone(), key.1.clone()))?;
+        parsed_scalers.one(&key, doc)
+    }
+
+    /// Reads the stored object in place (a simulation reads the target every pass; a copy
+    /// of it each time costs more than the read).
+    pub fn read<T>(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        f: impl FnOnce(&Value) -> T,
+    ) -> Option<T> {
         let key = (kind, namespace.to_string(), name.to_string());
-        self.state().objects.get(&key).cloned()
+        self.state().objects.get(&key).map(f)
     }
 
     /// Creates or replaces an object as a user would (`kubectl apply`): a scaler is defaulted
@@ -490,12 +518,14 @@ impl State {
         let objects = watched.unwrap_or(&self.objects);
         let get =
             |kind: Kind, name: &str| objects.get(&(kind, key.namespace.clone(), name.to_string()));
-        let scaler: ModelDeploymentScaler =
-            get(Kind::Scaler, &key.name).and_then(|d| typed(d, "").ok())?;
+        let scaler_key = (key.namespace.clone(), key.name.clone());
+        let scaler = self
+            .parsed_scalers
+            .one(&scaler_key, get(Kind::Scaler, &key.name)?)?;
         let target_name = scaler.spec.target_ref.name.clone();
-        let target = get(Kind::Target, &target_name)
-            .and_then(|d| typed::<ModelDeployment>(d, "").ok())
-            .map(Arc::new);
+        let target_key = (key.namespace.clone(), target_name.clone());
+        let target =
+            get(Kind::Target, &target_name).and_then(|d| self.parsed_targets.one(&target_key, d));
         let in_ns = |kind: Kind| {
             objects
                 .range((kind, key.namespace.clone(), String::new())..)
@@ -514,6 +544,8 @@ impl State {
             }
         };
         self.parsed_pods.retain(live(Kind::Pod));
+        self.parsed_scalers.retain(live(Kind::Scaler));
+        self.parsed_targets.retain(live(Kind::Target));
         self.parsed_workloads.retain(live(Kind::Workload));
         let workloads = if self.workloads_served {
             let docs: Vec<((String, String), &Value)> = in_ns(Kind::Workload)
@@ -524,7 +556,7 @@ impl State {
             None
         };
         Some(Snapshot {
-            scaler: Arc::new(scaler),
+            scaler,
             target,
             pods,
             workloads,

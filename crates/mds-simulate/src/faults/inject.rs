@@ -479,7 +479,7 @@ impl Simulation {
             });
         let interval = std::time::Duration::from_secs(interval.max(1) as u64);
         let first = takeover + offset(&uid, interval);
-        let status = scaler.and_then(|s| s.status).unwrap_or_default();
+        let status = scaler.and_then(|s| s.status.clone()).unwrap_or_default();
         let mut held = Vec::new();
         if status.pending_cohort.is_some() {
             held.push("pendingCohort");

@@ -37,7 +37,7 @@ impl<T: DeserializeOwned> Parsed<T> {
             match self.by_key.get(key) {
                 Some((v, typed)) if v == version => out.push(typed.clone()),
                 _ => {
-                    let Ok(typed) = serde_json::from_value::<T>(doc.clone()) else {
+                    let Ok(typed) = T::deserialize(doc) else {
                         self.by_key.remove(key);
                         continue;
                     };
@@ -49,6 +49,11 @@ impl<T: DeserializeOwned> Parsed<T> {
             }
         }
         out
+    }
+
+    /// One object, as [`Parsed::of`] gives it.
+    pub(super) fn one(&mut self, key: &(String, String), doc: &Value) -> Option<Arc<T>> {
+        self.of(std::iter::once((key, doc))).pop()
     }
 
     /// Drops the copies of objects that are gone. A snapshot reads one target's Pods, so
