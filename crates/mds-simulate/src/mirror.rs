@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
-use mds_api::target::{ModelDeployment, Workload};
+use mds_api::target::{ModelDeployment, TargetRole, Workload};
 use mds_sim::{DeploymentKey, PodView, World, objects};
 use mds_worker::memory_cluster::{Kind, MemoryCluster};
 use serde::Deserialize;
@@ -166,31 +166,17 @@ impl Mirror {
         cluster: &MemoryCluster,
         key: &DeploymentKey,
     ) -> BTreeMap<String, i32> {
-        // Only the counts: the whole target decoded twice a pass cost more than the pass's
+        // Only the roles: the whole target decoded twice a pass cost more than the pass's
         // own planning.
-        #[derive(Deserialize)]
-        struct Counts {
-            spec: CountsSpec,
-        }
-        #[derive(Deserialize)]
-        struct CountsSpec {
-            roles: Vec<CountsRole>,
-        }
-        #[derive(Deserialize)]
-        struct CountsRole {
-            name: String,
-            replicas: Option<i32>,
-        }
         cluster
             .read(Kind::Target, &key.namespace, &key.name, |doc| {
-                Counts::deserialize(doc).ok()
+                Vec::<TargetRole>::deserialize(&doc["spec"]["roles"]).ok()
             })
             .flatten()
-            .map(|md| {
-                md.spec
-                    .roles
-                    .into_iter()
-                    .map(|r| (r.name, r.replicas.unwrap_or(1)))
+            .map(|roles| {
+                roles
+                    .iter()
+                    .map(|r| (r.name.clone(), r.replicas()))
                     .collect()
             })
             .unwrap_or_default()

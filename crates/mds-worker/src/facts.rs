@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use mds_api::target::{ModelDeployment, Workload, WorkloadAdmission, labels};
 use mds_signals::scrape::PodFacts;
 
@@ -46,14 +46,18 @@ pub fn place(pod: &Pod) -> Option<PodPlace> {
     })
 }
 
-fn condition_true(pod: &Pod, condition: &str) -> bool {
+/// The Pod's condition of `kind` while its status is True.
+fn true_condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a PodCondition> {
     pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == condition && c.status == "True")
-        })
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind && c.status == "True")
+}
+
+fn condition_true(pod: &Pod, condition: &str) -> bool {
+    true_condition(pod, condition).is_some()
 }
 
 /// Ready and not on its way out.
@@ -64,12 +68,7 @@ pub fn pod_ready(pod: &Pod) -> bool {
 /// When the Pod last became Ready, while it is (D9 amended: a Pod Ready since inside the
 /// window is joining).
 pub fn ready_since(pod: &Pod) -> Option<jiff::Timestamp> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready" && c.status == "True")?
+    true_condition(pod, "Ready")?
         .last_transition_time
         .as_ref()
         .map(|t| t.0)
