@@ -54,6 +54,18 @@ pub struct Simulation {
     pub(crate) completing_roles: Vec<String>,
     /// Faults on cue (module `faults`).
     pub(crate) faults: faults::Injector,
+    /// What the recorder last read of the world's objects (they change only with the
+    /// world's revision).
+    settled: Option<SettledView>,
+}
+
+/// The world's objects as the recorder reads them each step.
+struct SettledView {
+    revision: u64,
+    gpus: u32,
+    unadmitted: bool,
+    replicas: BTreeMap<String, i32>,
+    ready: BTreeMap<String, i32>,
 }
 
 impl Simulation {
@@ -193,6 +205,7 @@ impl Simulation {
             request_level,
             completing_roles,
             faults: faults::Injector::default(),
+            settled: None,
         })
     }
 
@@ -219,22 +232,20 @@ impl Simulation {
     /// requests ended (or, with the fluid engine, served and unrouted).
     fn observe(&mut self, from: Timestamp, to: Timestamp) {
         let (t0, t1) = (self.seconds(from), self.seconds(to));
-        let instances = self.world.instances(&self.deployment);
-        let gpus = instances
-            .iter()
-            .filter(|i| {
-                matches!(
-                    i.state,
-                    InstanceState::Starting | InstanceState::Ready | InstanceState::Terminating
-                )
-            })
-            .map(|i| i.gpus)
-            .sum();
-        let unadmitted = instances.iter().any(|i| unadmitted(i.state));
-        let replicas = self.world_counts();
-        let ready = self.mirror.ready(&self.world, &self.deployment);
-        self.recorder
-            .span(t0, t1, gpus, unadmitted, &replicas, &ready);
+        let revision = self.world.revision();
+        let settled = match self.settled.take() {
+            Some(s) if s.revision == revision => s,
+            _ => self.settled_view(),
+        };
+        self.recorder.span(
+            t0,
+            t1,
+            settled.gpus,
+            settled.unadmitted,
+            &settled.replicas,
+            &settled.ready,
+        );
+        self.settled = Some(settled);
         for served in self.world.take_served(&self.deployment) {
             // Request times are on the requests' axis, which starts with the run.
             self.recorder.served(&served);
@@ -245,10 +256,8 @@ impl Simulation {
         }
         let dt = t1 - t0;
         // A request completes at a Server or Decode engine; prefill engines are not counted.
-        for i in instances.iter().filter(|i| i.routed) {
-            let Some(engine) = i.engine.as_ref().filter(|e| e.kind != WorkKind::Prefill) else {
-                continue;
-            };
+        let engines = self.world.routed_engines(&self.deployment);
+        for engine in engines.filter(|e| e.kind != WorkKind::Prefill) {
             let last = engine.last;
             self.recorder.fluid_served(
                 t0,
@@ -264,6 +273,28 @@ impl Simulation {
                 .insert(role.clone(), total)
                 .unwrap_or(0.0);
             self.recorder.fluid_unrouted(t0, total - seen);
+        }
+    }
+
+    /// What the recorder reads of the world's objects, as of the world's current revision.
+    fn settled_view(&self) -> SettledView {
+        let instances = self.world.instances(&self.deployment);
+        let gpus = instances
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i.state,
+                    InstanceState::Starting | InstanceState::Ready | InstanceState::Terminating
+                )
+            })
+            .map(|i| i.gpus)
+            .sum();
+        SettledView {
+            revision: self.world.revision(),
+            gpus,
+            unadmitted: instances.iter().any(|i| unadmitted(i.state)),
+            replicas: self.world_counts(),
+            ready: self.mirror.ready(&self.world, &self.deployment),
         }
     }
 

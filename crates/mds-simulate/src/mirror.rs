@@ -27,6 +27,9 @@ pub(crate) struct Mirror {
     workload_views: BTreeMap<String, Workload>,
     /// The target generation the world last took.
     adopted: Option<i64>,
+    /// The world's revision the objects were last mirrored at: while it stands, Pods,
+    /// Workloads and the target's status are what was written.
+    synced: Option<u64>,
 }
 
 impl Mirror {
@@ -38,6 +41,11 @@ impl Mirror {
         now: Timestamp,
     ) {
         let ns = key.namespace.as_str();
+        if self.synced == Some(world.revision()) {
+            self.restore_status(key, cluster);
+            return;
+        }
+        self.synced = Some(world.revision());
         let mut present: BTreeSet<(Kind, String)> = BTreeSet::new();
         let mut wanted: BTreeMap<(Kind, String), Value> = BTreeMap::new();
         for view in world.pods(key) {
@@ -103,15 +111,28 @@ impl Mirror {
         }
         if let Some(status) = world.deployment(key).and_then(|d| d.status.as_ref()) {
             let status = objects::deployment_status(status);
-            let stored = cluster.read(Kind::Target, ns, &key.name, |doc| {
-                self.status.as_ref() == Some(&status) && doc["status"] == status
-            });
-            if stored != Some(true) {
-                self.status = Some(status.clone());
-                cluster.edit(|e| {
-                    e.edit(Kind::Target, ns, &key.name, |doc| doc["status"] = status);
-                });
+            if self.status.as_ref() != Some(&status) {
+                self.status = Some(status);
             }
+        }
+        self.restore_status(key, cluster);
+    }
+
+    /// Writes the target status last mirrored where the cluster's differs (a write of the
+    /// target may have replaced it).
+    fn restore_status(&self, key: &DeploymentKey, cluster: &MemoryCluster) {
+        let Some(status) = &self.status else {
+            return;
+        };
+        let stored = cluster.read(Kind::Target, &key.namespace, &key.name, |doc| {
+            &doc["status"] == status
+        });
+        if stored == Some(false) {
+            cluster.edit(|e| {
+                e.edit(Kind::Target, &key.namespace, &key.name, |doc| {
+                    doc["status"] = status.clone()
+                });
+            });
         }
     }
 

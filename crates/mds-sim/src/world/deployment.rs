@@ -210,6 +210,47 @@ impl Deployment {
         })
     }
 
+    /// Whether a lifecycle pass at `now` (retirement, spec, timers, Kueue, status) could
+    /// change anything. `false` only in a settled state: no retirement, every declared
+    /// ordinal present and no undeclared one, every load on a declared role, every instance
+    /// serving or starting under an admitted Workload with its timer still ahead (or
+    /// composing or terminating with its timer ahead). Anything else (a Workload waiting for
+    /// Kueue, a retirement's phases, which watch the engines) is due every step. Changes
+    /// from outside (a new spec, a fault) are the world's to notice.
+    pub fn lifecycle_due(&self, now: Timestamp) -> bool {
+        if self.retirement.is_some() || self.next_removal().is_some() {
+            return true;
+        }
+        let declared = |role: &str| self.spec_role(role).is_some();
+        if self.loads.keys().any(|role| !declared(role))
+            || self
+                .roles
+                .iter()
+                .any(|(role, r)| r.instances.is_empty() && !declared(role))
+        {
+            return true;
+        }
+        let missing = self.object.spec.roles.iter().any(|role| {
+            (0..desired_of(role)).any(|ordinal| self.instance(&role.name, ordinal).is_none())
+        });
+        if missing {
+            return true;
+        }
+        self.instances().any(|(_, i)| {
+            let admitted = i
+                .workload
+                .as_ref()
+                .is_some_and(|w| w.active && !w.evicted && w.admitted_at.is_some());
+            match i.phase {
+                Phase::Composing { workload_at } => now >= workload_at,
+                Phase::Gated => true,
+                Phase::Starting { ready_at } => now >= ready_at || !admitted,
+                Phase::Ready => !admitted || i.withdrawn,
+                Phase::Terminating { gone_at } => now >= gone_at,
+            }
+        })
+    }
+
     fn create_instance(&mut self, role: &TargetRole, ordinal: u32, ctx: &mut Ctx) {
         let now = ctx.now;
         let settings = self.settings(&role.name, ctx.config);

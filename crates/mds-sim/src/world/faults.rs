@@ -15,6 +15,7 @@ impl World {
         ordinal: u32,
         f: impl FnOnce(&mut Deployment, &mut Ctx) -> Result<T, WorldError>,
     ) -> Result<T, WorldError> {
+        self.touch();
         let now = self.now;
         let dep = self
             .deployments
@@ -218,6 +219,7 @@ impl World {
         key: &DeploymentKey,
         reason: &str,
     ) -> Result<Option<(String, u32)>, WorldError> {
+        self.touch();
         let now = self.now;
         let dep = self
             .deployments
@@ -244,6 +246,7 @@ impl World {
         pod_name: &str,
         uid: &str,
     ) -> Result<(), WorldError> {
+        self.touch();
         for dep in self
             .deployments
             .values_mut()
@@ -271,6 +274,7 @@ impl World {
         name: &str,
         uid: &str,
     ) -> Result<(), WorldError> {
+        self.touch();
         for dep in self
             .deployments
             .values_mut()

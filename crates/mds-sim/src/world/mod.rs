@@ -7,6 +7,11 @@
 //! most one state, the spec is applied (new ordinals, at most one removal), Workloads appear,
 //! Kueue reserves quota in order and admits, engines finish loading, and every status is
 //! rebuilt. [`World::advance_to`] steps every [`WorldConfig::tick`] up to a time.
+//!
+//! The lifecycle part of a step runs only when something is due (next-event): a timer ends, a
+//! Workload waits for Kueue, a retirement is under way, or something outside changed the world
+//! since the last pass. In a settled deployment every part of the pass would leave the world
+//! as it is, so a step only serves load; [`World::revision`] says when objects may have changed.
 
 mod config;
 mod deployment;
@@ -169,6 +174,12 @@ pub struct World {
     deployments: BTreeMap<DeploymentKey, Deployment>,
     ids: Ids,
     events: Vec<WorldEvent>,
+    /// Something outside the stand-in changed the world since the last lifecycle pass (a
+    /// spec, a quota, a setting, a fault): the next step runs the whole pass.
+    touched: bool,
+    /// Counts lifecycle passes and changes from outside: Pods, Workloads, instances and
+    /// statuses are the same while it stays the same.
+    revision: u64,
 }
 
 impl World {
@@ -187,6 +198,8 @@ impl World {
                 ..Ids::default()
             },
             events: Vec::new(),
+            touched: true,
+            revision: 0,
         })
     }
 
@@ -199,9 +212,23 @@ impl World {
         self.now
     }
 
+    /// Changes whenever the world's objects may have changed (a lifecycle pass or a change
+    /// from outside); between two equal readings only the engines moved, so a caller may keep
+    /// what it derived from Pods, Workloads, instances and statuses.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// A change from outside the stand-in: the next step runs the whole lifecycle pass.
+    fn touch(&mut self) {
+        self.touched = true;
+        self.revision = self.revision.wrapping_add(1);
+    }
+
     /// Sets the GPU quota of an instance type (`None`: unlimited, the default). Lowering it
     /// below what is held evicts nothing; admissions wait until usage fits.
     pub fn set_quota(&mut self, instance_type: &str, gpus: Option<u32>) {
+        self.touch();
         match gpus {
             Some(gpus) => self.quotas.insert(instance_type.to_string(), gpus),
             None => self.quotas.remove(instance_type),
@@ -230,6 +257,7 @@ impl World {
     /// so both a mirror (passing the server's generation) and a simulator (passing none) get
     /// the right value. A different `metadata.uid` replaces the deployment.
     pub fn apply_deployment(&mut self, md: ModelDeployment) -> Result<DeploymentKey, WorldError> {
+        self.touch();
         let key = validate_deployment(&md)?;
         let mut md = md;
         md.status = None;
@@ -274,6 +302,7 @@ impl World {
 
     /// Deletes a ModelDeployment with everything it owns (Pods, Workloads, quota) at once.
     pub fn remove_deployment(&mut self, key: &DeploymentKey) -> Result<(), WorldError> {
+        self.touch();
         self.deployments
             .remove(key)
             .map(|_| ())
@@ -300,6 +329,7 @@ impl World {
                 role: role.to_string(),
                 message,
             })?;
+        self.touch();
         self.deployment_mut(key)?
             .settings
             .insert(role.to_string(), settings);
@@ -314,6 +344,7 @@ impl World {
         profile: LoadProfile,
     ) -> Result<(), WorldError> {
         let origin = self.now;
+        self.touch();
         self.deployment_mut(key)?
             .loads
             .insert(role.to_string(), AssignedLoad { profile, origin });
@@ -331,6 +362,7 @@ impl World {
         serving: RequestServing,
     ) -> Result<(), WorldError> {
         serving.validate().map_err(WorldError::Config)?;
+        self.touch();
         let now = self.now;
         let config = self.config.clone();
         let dep = self.deployment_mut(key)?;
@@ -400,6 +432,24 @@ impl World {
         for dep in self.deployments.values_mut() {
             serving::serve(dep, now, &self.config);
         }
+        let due = self.touched || self.deployments.values().any(|d| d.lifecycle_due(now));
+        if due {
+            self.lifecycle(now);
+        }
+        self.now = now;
+        Ok(())
+    }
+
+    /// A step that runs the lifecycle pass even when nothing is due: what every step did
+    /// before steps skipped settled passes. For tests that hold the two equal.
+    #[doc(hidden)]
+    pub fn step_every_part(&mut self, now: Timestamp) -> Result<(), WorldError> {
+        self.touched = true;
+        self.step(now)
+    }
+
+    /// The stand-in's and Kueue's pass at `now`, after the engines served.
+    fn lifecycle(&mut self, now: Timestamp) {
         let mut ctx = Ctx {
             config: &self.config,
             ids: &mut self.ids,
@@ -416,8 +466,8 @@ impl World {
             deployment::run_timers(dep, &mut ctx);
             status::rebuild(dep, now);
         }
-        self.now = now;
-        Ok(())
+        self.touched = false;
+        self.revision = self.revision.wrapping_add(1);
     }
 
     /// Steps every tick from the current time to `now`, ending exactly at `now`.
@@ -482,6 +532,17 @@ impl World {
         dep.instances()
             .map(|(role, i)| views::instance_view(dep, role, i))
             .collect()
+    }
+
+    /// The engines of a deployment's routed instances (ready, not withdrawn), in the order of
+    /// [`World::instances`]: what serves between lifecycle passes, without building views.
+    pub fn routed_engines(&self, key: &DeploymentKey) -> impl Iterator<Item = &EngineState> {
+        self.deployments
+            .get(key)
+            .into_iter()
+            .flat_map(|d| d.instances())
+            .filter(|(_, i)| i.is_routed())
+            .filter_map(|(_, i)| i.engine.as_ref())
     }
 
     /// Load a role was offered while none of its instances was routed.

@@ -5,8 +5,6 @@
 //! served up to, so one deployment can be brought to the moment a page is read without
 //! stepping the rest of the world.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 
 use super::config::WorldConfig;
@@ -32,23 +30,24 @@ pub(crate) fn serve(dep: &mut Deployment, to: Timestamp, config: &WorldConfig) {
         return;
     }
     let dt = seconds_between(from, to);
-    let mut offered: BTreeMap<String, Arrivals> = BTreeMap::new();
-    for (role, load) in &dep.loads {
-        let a = seconds_between(load.origin, from).max(0.0);
-        let b = seconds_between(load.origin, to).max(0.0);
-        offered.insert(role.clone(), load.profile.arrivals(a, b));
+    for role in dep.loads.keys() {
+        if !dep.roles.contains_key(role) {
+            dep.roles.insert(role.clone(), Default::default());
+        }
     }
-    let engines: BTreeMap<String, crate::engine::EngineProfile> = dep
-        .roles
-        .keys()
-        .chain(offered.keys())
-        .map(|role| (role.clone(), dep.settings(role, config).engine))
-        .collect();
-    for role in offered.keys() {
-        dep.roles.entry(role.clone()).or_default();
-    }
-    for (role, instances) in dep.roles.iter_mut() {
-        let arrivals = offered.get(role).copied().unwrap_or_default();
+    // Fields apart, so a step allocates nothing: it runs every tick.
+    let Deployment {
+        roles,
+        loads,
+        settings,
+        ..
+    } = dep;
+    for (role, instances) in roles.iter_mut() {
+        let arrivals = loads.get(role).map_or_else(Arrivals::default, |load| {
+            let a = seconds_between(load.origin, from).max(0.0);
+            let b = seconds_between(load.origin, to).max(0.0);
+            load.profile.arrivals(a, b)
+        });
         let routed = instances
             .instances
             .values()
@@ -60,7 +59,11 @@ pub(crate) fn serve(dep: &mut Deployment, to: Timestamp, config: &WorldConfig) {
             instances.unserved.add(&arrivals);
             Arrivals::default()
         };
-        let profile = engines[role];
+        let profile = settings
+            .get(role)
+            .copied()
+            .unwrap_or(config.default_role)
+            .engine;
         for instance in instances.instances.values_mut() {
             let routed = instance.is_routed();
             if let Some(engine) = instance.engine.as_mut() {
