@@ -17,6 +17,7 @@
 
 use std::path::Path;
 
+use mds_sim::load::{items, key_values, parse_seconds};
 use mds_sim::{Load, LoadProfile, Trace};
 
 /// Which targets and roles a rule applies to; `None` matches any.
@@ -123,19 +124,26 @@ pub fn parse_load_profile(text: &str, read: ReadFile) -> Result<LoadProfile, Str
     }
 }
 
-/// `key=value` pairs of a profile body, in order.
-fn pairs(body: &str) -> Result<Vec<(&str, &str)>, String> {
+const SHAPE_FIELDS: [&str; 3] = ["prompt", "output", "hit"];
+
+/// The `FIELD=VALUE` list of a profile body, each field one of `allowed` (any, for `None`:
+/// steps are keyed by their times) and given once.
+fn fields<'a>(
+    kind: &str,
+    body: &'a str,
+    allowed: Option<&[&str]>,
+) -> Result<Vec<(&'a str, &'a str)>, String> {
     if body.trim().is_empty() {
         return Err("no fields after the ':'".into());
     }
-    body.split(',')
-        .map(|part| {
-            let part = part.trim();
-            part.split_once('=')
-                .map(|(k, v)| (k.trim(), v.trim()))
-                .ok_or_else(|| format!("{part:?} is not FIELD=VALUE"))
-        })
-        .collect()
+    match allowed {
+        Some(allowed) => key_values(kind, body, allowed),
+        None => items(
+            kind,
+            body,
+            "TIME=RPS for each step, and prompt, output and hit",
+        ),
+    }
 }
 
 /// The request shape shared by every kind: prompt, output and hit, with their defaults.
@@ -186,52 +194,29 @@ fn number(key: &str, value: &str) -> Result<f64, String> {
 
 /// Seconds: `90`, `90s`, `5m`, `1h`, `1.5m`.
 fn duration(key: &str, value: &str) -> Result<f64, String> {
-    let (digits, unit) = match value.char_indices().last() {
-        Some((i, 's')) => (&value[..i], 1.0),
-        Some((i, 'm')) => (&value[..i], 60.0),
-        Some((i, 'h')) => (&value[..i], 3600.0),
-        _ => (value, 1.0),
-    };
-    match digits.parse::<f64>() {
-        Ok(n) if n.is_finite() && n >= 0.0 => Ok(n * unit),
-        _ => Err(format!(
-            "{key}={value}: not a duration; write seconds, or a number with s, m or h (90s, 5m)"
-        )),
-    }
-}
-
-fn unknown(pairs: &[(&str, &str)], allowed: &str) -> Result<(), String> {
-    match pairs.first() {
-        Some((key, _)) => Err(format!(
-            "{key:?} is not a field here; the fields are {allowed}"
-        )),
-        None => Ok(()),
-    }
+    parse_seconds(value).map_err(|rule| format!("{key}={value}: not a duration; {rule} (90s, 5m)"))
 }
 
 fn constant(body: &str) -> Result<LoadProfile, String> {
-    let mut pairs = pairs(body)?;
+    let allowed = ["rps", "prompt", "output", "hit"];
+    let mut pairs = fields("constant", body, Some(&allowed))?;
     let shape = Shape::take(&mut pairs)?;
-    let mut rps = None;
-    for (key, value) in pairs {
-        match key {
-            "rps" => rps = Some(number(key, value)?),
-            _ => unknown(&[(key, value)], "rps, prompt, output and hit")?,
-        }
-    }
-    let rps = rps.ok_or("rps is required (requests per second)")?;
+    let rps = match pairs.first() {
+        Some((key, value)) => number(key, value)?,
+        None => return Err("rps is required (requests per second)".into()),
+    };
     LoadProfile::constant(shape.load(rps)?).map_err(|e| e.to_string())
 }
 
 fn steps(body: &str) -> Result<LoadProfile, String> {
-    let mut pairs = pairs(body)?;
+    let mut pairs = fields("steps", body, None)?;
     let shape = Shape::take(&mut pairs)?;
     let mut steps: Vec<(f64, Load)> = Vec::new();
     for (key, value) in pairs {
         let at = duration("time", key).map_err(|_| {
             format!(
-                "{key:?} is neither a time (0, 90s, 2m) nor prompt, output or hit; write \
-                 TIME=RPS for each step"
+                "{key:?} is neither a time (0, 90s, 2m) nor {}; write TIME=RPS for each step",
+                SHAPE_FIELDS.join(", ")
             )
         })?;
         if let Some((previous, _)) = steps.last()
@@ -248,7 +233,8 @@ fn steps(body: &str) -> Result<LoadProfile, String> {
 }
 
 fn ramp(body: &str) -> Result<LoadProfile, String> {
-    let mut pairs = pairs(body)?;
+    let allowed = ["from", "to", "over", "after", "prompt", "output", "hit"];
+    let mut pairs = fields("ramp", body, Some(&allowed))?;
     let shape = Shape::take(&mut pairs)?;
     let (mut from, mut to, mut over, mut after) = (None, None, None, 0.0);
     for (key, value) in pairs {
@@ -256,11 +242,7 @@ fn ramp(body: &str) -> Result<LoadProfile, String> {
             "from" => from = Some(number(key, value)?),
             "to" => to = Some(number(key, value)?),
             "over" => over = Some(duration(key, value)?),
-            "after" => after = duration(key, value)?,
-            _ => unknown(
-                &[(key, value)],
-                "from, to, over, after, prompt, output and hit",
-            )?,
+            _ => after = duration(key, value)?,
         }
     }
     let from = from.ok_or("from is required (requests per second at the start)")?;

@@ -22,7 +22,7 @@ mod transform;
 use thiserror::Error;
 
 pub use curve::RateCurve;
-pub use synthetic::{Shape, Synthetic, key_values, parse_seconds};
+pub use synthetic::{Shape, Synthetic, items, key_values, parse_seconds};
 pub use trace::{Trace, TraceError, TraceRequest};
 pub use transform::MAX_MULTIPLIED_REQUESTS;
 

@@ -568,20 +568,35 @@ pub fn key_values<'a>(
     rest: &'a str,
     allowed: &[&str],
 ) -> Result<Vec<(&'a str, &'a str)>, String> {
+    pairs(name, rest, &allowed.join(", "), Some(allowed))
+}
+
+/// The `key=value,...` list after `NAME:` whatever its keys (a list keyed by times, say), each
+/// key given once with a value; `takes` says what `name` takes, for the error.
+pub fn items<'a>(
+    name: &str,
+    rest: &'a str,
+    takes: &str,
+) -> Result<Vec<(&'a str, &'a str)>, String> {
+    pairs(name, rest, takes, None)
+}
+
+fn pairs<'a>(
+    name: &str,
+    rest: &'a str,
+    takes: &str,
+    allowed: Option<&[&str]>,
+) -> Result<Vec<(&'a str, &'a str)>, String> {
     let mut given: Vec<(&str, &str)> = Vec::new();
     for item in rest.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let Some((key, value)) = item.split_once('=') else {
             return Err(format!(
-                "{name}: {item:?} is not key=value; {name} takes {}",
-                allowed.join(", ")
+                "{name}: {item:?} is not key=value; {name} takes {takes}"
             ));
         };
         let (key, value) = (key.trim(), value.trim());
-        if !allowed.contains(&key) {
-            return Err(format!(
-                "{name}: unknown key {key:?}; {name} takes {}",
-                allowed.join(", ")
-            ));
+        if allowed.is_some_and(|allowed| !allowed.contains(&key)) {
+            return Err(format!("{name}: unknown key {key:?}; {name} takes {takes}"));
         }
         if given.iter().any(|(k, _)| *k == key) {
             return Err(format!("{name}: {key} is given twice"));
