@@ -10,7 +10,6 @@ pub mod cache;
 pub mod http_source;
 pub mod kube_cluster;
 pub mod leader;
-pub mod lookups;
 pub mod runtime;
 pub mod telemetry;
 pub mod tokio_clock;

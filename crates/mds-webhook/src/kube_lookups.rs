@@ -1,13 +1,13 @@
 //! The webhook's lookups backed by the API server: the target a scaler names (for the
 //! target-dependent admission rules) and the scaler a write's binding names (for the fence).
 
+use crate::ports::{LookupError, LookupFuture, Lookups, ScalerLookup, TargetLookup};
 use kube::Api;
 use kube::Client;
 use mds_api::ModelDeploymentScaler;
 use mds_api::fence::ScalerFacts;
 use mds_api::resources::TargetApiVersion;
 use mds_api::target::ModelDeployment;
-use mds_webhook::ports::{LookupError, LookupFuture, Lookups, ScalerLookup, TargetLookup};
 use std::sync::Arc;
 
 /// Reads through a kube client, at the configured `ModelDeployment` version (D1).

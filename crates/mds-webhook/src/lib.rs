@@ -11,9 +11,13 @@
 //! [`server::serve`] runs the [`router::router`] over TLS with a certificate that
 //! [`tls::ReloadingCertificate`] swaps when its files change; [`certs`] makes a CA and a
 //! serving pair, and [`configuration`] builds the webhook configuration objects for them.
+//! With the `kube` feature, `kube_lookups::KubeLookups` answers both lookups from the API
+//! server.
 
 pub mod certs;
 pub mod configuration;
+#[cfg(feature = "kube")]
+pub mod kube_lookups;
 pub mod ports;
 pub mod review;
 pub mod router;

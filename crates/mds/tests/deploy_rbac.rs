@@ -28,9 +28,9 @@ use mds_operator::Cluster as _;
 use mds_operator::http_source::ScrapeConfig;
 use mds_operator::kube_cluster::{Caches, KubeCluster};
 use mds_operator::leader::{Election, LeaseConfig};
-use mds_operator::lookups::KubeLookups;
 use mds_operator::runtime::{self, ControllerConfig};
 use mds_operator::telemetry::Telemetry;
+use mds_webhook::kube_lookups::KubeLookups;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 

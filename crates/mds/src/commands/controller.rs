@@ -15,7 +15,7 @@ use mds_operator::runtime::{self, ControllerConfig};
 use mds_operator::telemetry::{self, Endpoints, Telemetry};
 use tokio::sync::watch;
 
-use super::service::{LogFormat, init_logging, stop_signal};
+use super::service::{LogFormat, init_logging, kube_config, stop_signal};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -104,28 +104,6 @@ pub struct Args {
     pub log_format: LogFormat,
 }
 
-pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
-    let config = config(kubeconfig).await?;
-    kube::Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
-}
-
-/// The cluster configuration: `kubeconfig`, else the in-cluster service account or
-/// $KUBECONFIG / ~/.kube/config.
-pub async fn config(kubeconfig: Option<&PathBuf>) -> Result<kube::Config, String> {
-    Ok(match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| format!("{}: {e}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| format!("no cluster configuration found: {e}"))?,
-    })
-}
-
 fn identity(args: &Args) -> String {
     args.identity.clone().unwrap_or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -151,7 +129,7 @@ async fn serve(args: &Args) -> Result<(), String> {
     // Watches without a read timeout (kube's watcher ends a silent one), writes with connect
     // and read timeouts and a deadline each: a stalled API server delays, never stops, passes.
     let clients = ApiClients::new(
-        config(args.kubeconfig.as_ref()).await?,
+        kube_config(args.kubeconfig.as_ref()).await?,
         ApiTimeouts::default(),
     )
     .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
@@ -212,7 +190,7 @@ async fn serve(args: &Args) -> Result<(), String> {
             cert_check_seconds: 10,
             lookup_timeout_ms: 3000,
         };
-        let lookups = mds_operator::lookups::KubeLookups::ports(
+        let lookups = mds_webhook::kube_lookups::KubeLookups::ports(
             client.clone(),
             TargetApiVersion::parse(&args.target_api_version).unwrap_or_default(),
         );

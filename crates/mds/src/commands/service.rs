@@ -1,8 +1,9 @@
-//! What the long-running commands share: the logs of `mds controller` and `mds webhook`, and
-//! the signal that stops them and `mds lab up`.
+//! What the long-running commands share: the logs of `mds controller` and `mds webhook`, the
+//! signal that stops them and `mds lab up`, and their Kubernetes client.
 
 use std::future::Future;
 use std::io::IsTerminal as _;
+use std::path::PathBuf;
 
 use clap::ValueEnum;
 
@@ -70,4 +71,27 @@ async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
         }
         None => std::future::pending::<()>().await,
     }
+}
+
+/// A Kubernetes client from `kubeconfig` (see [`kube_config`]).
+pub async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
+    let config = kube_config(kubeconfig).await?;
+    kube::Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
+}
+
+/// The cluster configuration: `kubeconfig`, else the in-cluster service account or
+/// $KUBECONFIG / ~/.kube/config.
+pub async fn kube_config(kubeconfig: Option<&PathBuf>) -> Result<kube::Config, String> {
+    Ok(match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no cluster configuration found: {e}"))?,
+    })
 }

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mds_api::resources::TargetApiVersion;
-use mds_operator::lookups::KubeLookups;
+use mds_webhook::kube_lookups::KubeLookups;
 use mds_webhook::ports::Lookups;
 use mds_webhook::router::{WebhookState, router};
 use mds_webhook::tls::{CertificateFiles, ReloadingCertificate};
 
-use super::service::{LogFormat, init_logging, stop_signal};
+use super::service::{LogFormat, init_logging, kube_client, stop_signal};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -168,7 +168,7 @@ async fn serve(args: &Args) -> ExitCode {
         tracing::warn!("API lookups disabled (--no-api-lookups): for tests only");
         Lookups::disabled()
     } else {
-        let client = match super::controller::client(args.kubeconfig.as_ref()).await {
+        let client = match kube_client(args.kubeconfig.as_ref()).await {
             Ok(client) => client,
             Err(e) => return fail(&e),
         };
