@@ -8,7 +8,7 @@ use mds_api::target::RoleKind;
 use mds_signals::RoleObservation;
 
 use crate::algorithms::{self, Recommendation, RoleView};
-use crate::policy::{AlgorithmPolicy, Policy};
+use crate::policy::{AlgorithmPolicy, Policy, RolePolicy};
 use crate::reason::Reason;
 use crate::solver::{self, SolverBand, SolverRole};
 use crate::state::PlannerState;
@@ -417,74 +417,98 @@ struct Moves {
 }
 
 fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation) -> Moves {
+    let current = input.roles[i].current;
+    let (up, up_limits) = growth_box(input, state, i, rec);
+    let shrink_guards = shrink_guards(input, state, i, rec);
+    let (down, down_limits) = if shrink_guards.is_empty() {
+        shrink_box(input, state, i, rec)
+    } else {
+        let limits = shrink_guards.iter().copied().map(Limit::Guard).collect();
+        (current, limits)
+    };
+    Moves {
+        up,
+        down,
+        up_limits,
+        down_limits,
+        shrink_guards,
+    }
+}
+
+/// The highest count role `i` may grow to this pass, with the limits that set it (spec,
+/// Pacing and guards): none while ordinals wait for admission or an exhausted write backs
+/// off (each is then the limit); else the lowest of the growth step (D16), `maxReplicas` and
+/// the scale-up window's lowest recommendation, never below the current count. Only the
+/// limits a result stops at are reported.
+fn growth_box(
+    input: &PlanInput,
+    state: &PlannerState,
+    i: usize,
+    rec: &Recommendation,
+) -> (i32, Vec<Limit>) {
     let policy = input.policy;
     let role = &policy.roles[i];
     let current = input.roles[i].current;
-    let memory = state.roles.get(&role.name);
-    let now = input.now;
-    let mut m = Moves {
-        up: current,
-        down: current,
-        up_limits: vec![],
-        down_limits: vec![],
-        shrink_guards: vec![],
-    };
-
-    // Growth: the lowest of the step, the scale-up window and the bound applies, and only
-    // the limits that bind are reported.
     if input.guards.unadmitted_ordinals {
-        m.up_limits.push(Limit::Guard(Guard::UnadmittedOrdinals));
-    } else if input.roles[i].growth_backoff {
-        m.up_limits.push(Limit::Guard(Guard::ExhaustionBackoff));
-    } else {
-        let step = policy.growth_step(current);
-        let mut caps: Vec<(i32, Limit)> = vec![
-            (
-                current.saturating_add(step),
-                Limit::Step { max_change: step },
-            ),
-            (
-                role.max,
-                Limit::Bound {
-                    min: role.min,
-                    max: role.max,
-                },
-            ),
-        ];
-        let window = policy.scale_up_window_seconds;
-        if window > 0 && rec.raw > current {
-            let (range, spans) = memory
-                .map(|s| s.recommendation_range(now, window))
-                .unwrap_or_default();
-            let lowest = range.map(|(lo, _)| lo);
-            let cap = if spans {
-                lowest.unwrap_or(current).max(current)
-            } else {
-                current
-            };
-            caps.push((
-                cap,
-                Limit::ScaleUpWindow {
-                    window_seconds: window,
-                    lowest: lowest.filter(|_| spans),
-                },
-            ));
-        }
-        m.up = caps
-            .iter()
-            .map(|(c, _)| *c)
-            .min()
-            .unwrap_or(current)
-            .max(current);
-        // The limits that set the edge; reported only when a result stops there.
-        m.up_limits
-            .extend(caps.into_iter().filter(|(c, _)| *c <= m.up).map(|(_, l)| l));
+        return (current, vec![Limit::Guard(Guard::UnadmittedOrdinals)]);
     }
+    if input.roles[i].growth_backoff {
+        return (current, vec![Limit::Guard(Guard::ExhaustionBackoff)]);
+    }
+    let step = policy.growth_step(current);
+    let mut caps: Vec<(i32, Limit)> = vec![
+        (
+            current.saturating_add(step),
+            Limit::Step { max_change: step },
+        ),
+        (role.max, bound_limit(role)),
+    ];
+    let window = policy.scale_up_window_seconds;
+    if window > 0 && rec.raw > current {
+        let (range, spans) = window_range(state, &role.name, input.now, window);
+        let lowest = range.map(|(lo, _)| lo);
+        let cap = if spans {
+            lowest.unwrap_or(current).max(current)
+        } else {
+            current
+        };
+        caps.push((
+            cap,
+            Limit::ScaleUpWindow {
+                window_seconds: window,
+                lowest: lowest.filter(|_| spans),
+            },
+        ));
+    }
+    let up = caps
+        .iter()
+        .map(|(c, _)| *c)
+        .min()
+        .unwrap_or(current)
+        .max(current);
+    let limits = caps
+        .into_iter()
+        .filter(|(c, _)| *c <= up)
+        .map(|(_, l)| l)
+        .collect();
+    (up, limits)
+}
 
-    // Shrinkage and its guards (spec, Pacing and guards).
-    let observation = input.roles[i].observation.as_ref();
+/// What holds role `i` from shrinking this pass (spec, Pacing and guards): no ready replica
+/// or incomplete coverage, the algorithm's hold, a retirement under way, a commit not yet
+/// observed, no router, the cooldown after an abort, a refused scale-down, and a Decode
+/// role's grace after it grew.
+fn shrink_guards(
+    input: &PlanInput,
+    state: &PlannerState,
+    i: usize,
+    rec: &Recommendation,
+) -> Vec<Guard> {
+    let policy = input.policy;
+    let role = &policy.roles[i];
+    let now = input.now;
     let mut guards = Vec::new();
-    match observation {
+    match input.roles[i].observation.as_ref() {
         Some(o) if o.ready_replicas == 0 => guards.push(Guard::NoReadyReplicas),
         Some(o) if !o.coverage_complete => guards.push(Guard::IncompleteCoverage),
         None => guards.push(Guard::IncompleteCoverage),
@@ -512,35 +536,37 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
     if input.guards.scale_down_refused.contains(&role.name) {
         guards.push(Guard::ScaleDownRefused);
     }
+    let last_scale_up = state.roles.get(&role.name).and_then(|s| s.last_scale_up);
     if role.kind == RoleKind::Decode
-        && memory
-            .and_then(|s| s.last_scale_up)
+        && last_scale_up
             .is_some_and(|t| now < t + SignedDuration::from_secs(policy.decode_grace_seconds))
     {
         guards.push(Guard::DecodePostScaleUpGrace);
     }
-    if !guards.is_empty() {
-        m.down_limits
-            .extend(guards.iter().copied().map(Limit::Guard));
-        m.shrink_guards = guards;
-        return m;
-    }
+    guards
+}
+
+/// The lowest count role `i` may shrink to this pass when no guard holds it, with the limits
+/// that set it (spec, Pacing and guards): the highest of the shrink step, `minReplicas` and
+/// the scale-down window's highest recommendation, never above the current count. The mirror
+/// of [`growth_box`]; only the limits a result stops at are reported.
+fn shrink_box(
+    input: &PlanInput,
+    state: &PlannerState,
+    i: usize,
+    rec: &Recommendation,
+) -> (i32, Vec<Limit>) {
+    let policy = input.policy;
+    let role = &policy.roles[i];
+    let current = input.roles[i].current;
     let step = policy.shrink_step(current);
     let mut floors: Vec<(i32, Limit)> = vec![
         (current - step, Limit::Step { max_change: step }),
-        (
-            role.min,
-            Limit::Bound {
-                min: role.min,
-                max: role.max,
-            },
-        ),
+        (role.min, bound_limit(role)),
     ];
     let window = policy.scale_down_window_seconds;
     if rec.raw < current {
-        let (range, spans) = memory
-            .map(|s| s.recommendation_range(now, window))
-            .unwrap_or_default();
+        let (range, spans) = window_range(state, &role.name, input.now, window);
         let highest = range.map(|(_, hi)| hi);
         let floor = if spans {
             highest.unwrap_or(current).min(current)
@@ -555,19 +581,41 @@ fn moves(input: &PlanInput, state: &PlannerState, i: usize, rec: &Recommendation
             },
         ));
     }
-    m.down = floors
+    let down = floors
         .iter()
         .map(|(f, _)| *f)
         .max()
         .unwrap_or(current)
         .min(current);
-    m.down_limits.extend(
-        floors
-            .into_iter()
-            .filter(|(f, _)| *f >= m.down)
-            .map(|(_, l)| l),
-    );
-    m
+    let limits = floors
+        .into_iter()
+        .filter(|(f, _)| *f >= down)
+        .map(|(_, l)| l)
+        .collect();
+    (down, limits)
+}
+
+/// A role's `minReplicas`..`maxReplicas` as a limit.
+fn bound_limit(role: &RolePolicy) -> Limit {
+    Limit::Bound {
+        min: role.min,
+        max: role.max,
+    }
+}
+
+/// The lowest and highest recommendation of a role within `window` seconds before `now`,
+/// and whether the memory spans the whole window.
+fn window_range(
+    state: &PlannerState,
+    role: &str,
+    now: Timestamp,
+    window: i64,
+) -> (Option<(i32, i32)>, bool) {
+    state
+        .roles
+        .get(role)
+        .map(|s| s.recommendation_range(now, window))
+        .unwrap_or_default()
 }
 
 /// Connected components of the ratio graph (every role appears in exactly one), each with
@@ -669,24 +717,7 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
             .record_recommendation(input.now, rec.raw);
     }
     let current: Vec<i32> = input.roles.iter().map(|r| r.current).collect();
-    let mut results: Vec<RolePlan> = policy
-        .roles
-        .iter()
-        .zip(&recs)
-        .zip(&current)
-        .map(|((role, rec), &current)| RolePlan {
-            name: role.name.clone(),
-            current,
-            raw: rec.raw,
-            constrained: current,
-            reason: rec.reason,
-            algorithm_reason: rec.reason,
-            note: rec.note.clone(),
-            forecast: rec.forecast,
-            limits: vec![],
-            shrink_guards: vec![],
-        })
-        .collect();
+    let mut results = unconstrained(policy, &recs, &current);
     if let Some((reason, message)) = conflict(input) {
         for r in &mut results {
             r.reason = reason;
@@ -705,12 +736,70 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
     for (r, m) in results.iter_mut().zip(&moves) {
         r.shrink_guards = m.shrink_guards.clone();
     }
-    let comps = components(policy);
     let mut vector = current.clone();
-    for (roles, ratios) in &comps {
-        // D17: any role recommending growth gives the component an upward direction, also
-        // when that role cannot move this pass (at its maximum, inside its scale-up window,
-        // behind a pending cohort): then nothing in the component moves, and nothing shrinks.
+    for (roles, ratios) in &components(policy) {
+        let component = Component {
+            policy,
+            roles,
+            ratios,
+            current: &current,
+            raws: &raws,
+            moves: &moves,
+        };
+        component.solve_and_attribute(&mut vector, &mut results);
+    }
+    growth_first(&mut vector, &current, &mut results);
+    assign_reasons(&vector, &mut results);
+    Plan {
+        roles: results,
+        conflict: None,
+        wake_at: wake_at(policy, state, input.now),
+    }
+}
+
+/// Each role's plan before pacing, bands and guards: its recommendation as the algorithm
+/// made it, its count unchanged.
+fn unconstrained(policy: &Policy, recs: &[Recommendation], current: &[i32]) -> Vec<RolePlan> {
+    policy
+        .roles
+        .iter()
+        .zip(recs)
+        .zip(current)
+        .map(|((role, rec), &current)| RolePlan {
+            name: role.name.clone(),
+            current,
+            raw: rec.raw,
+            constrained: current,
+            reason: rec.reason,
+            algorithm_reason: rec.reason,
+            note: rec.note.clone(),
+            forecast: rec.forecast,
+            limits: vec![],
+            shrink_guards: vec![],
+        })
+        .collect()
+}
+
+/// One connected component of the ratio graph in a pass.
+struct Component<'a> {
+    policy: &'a Policy,
+    roles: &'a [usize],
+    ratios: &'a [usize],
+    current: &'a [i32],
+    raws: &'a [i32],
+    moves: &'a [Moves],
+}
+
+impl Component<'_> {
+    /// Solves the component inside each role's box for this pass (D17: one direction for the
+    /// whole component, upward when any role recommends growth, also one that cannot move)
+    /// and says, for each role left off its recommendation, which limits hold it: its own
+    /// pacing or guard at the edge of its box, the component's direction, the ratio bands,
+    /// and a partner's pacing when bounds alone would go on. No vector in the boxes: every
+    /// role reports `NoFeasibleVector` and keeps its count.
+    fn solve_and_attribute(&self, vector: &mut [i32], results: &mut [RolePlan]) {
+        let (policy, roles, ratios) = (self.policy, self.roles, self.ratios);
+        let (current, raws, moves) = (self.current, self.raws, self.moves);
         let up = roles.iter().any(|&i| raws[i] > current[i]);
         let boxes: Vec<(i32, i32)> = (0..policy.roles.len())
             .map(|i| {
@@ -721,107 +810,111 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
                 }
             })
             .collect();
-        match solve_component(policy, roles, ratios, &boxes, &raws) {
-            Some(solution) => {
-                // What the component would do with bounds alone: where it differs, pacing or a
-                // guard held the result (the roles at their edges say which limits). A second
-                // search, so solved only when a role sits off its boxed recommendation.
-                let solve_unpaced = || {
-                    let bounds: Vec<(i32, i32)> = (0..policy.roles.len())
-                        .map(|i| {
-                            let r = &policy.roles[i];
-                            if up {
-                                (current[i], r.max.max(current[i]))
-                            } else {
-                                (r.min.min(current[i]), current[i])
-                            }
-                        })
-                        .collect();
-                    solve_component(policy, roles, ratios, &bounds, &raws)
-                };
-                let mut unpaced: Option<Option<Vec<i32>>> = None;
-                let edge_limits = |i: usize| {
+        let Some(solution) = solve_component(policy, roles, ratios, &boxes, raws) else {
+            for &i in roles {
+                results[i].limits.push(Limit::NoFeasibleVector {
+                    ratios: ratios.to_vec(),
+                });
+            }
+            return;
+        };
+        // What the component would do with bounds alone: where it differs, pacing or a guard
+        // held the result (the roles at their edges say which limits). A second search, so
+        // solved only when a role sits off its boxed recommendation.
+        let solve_unpaced = || {
+            let bounds: Vec<(i32, i32)> = (0..policy.roles.len())
+                .map(|i| {
+                    let r = &policy.roles[i];
                     if up {
-                        &moves[i].up_limits
+                        (current[i], r.max.max(current[i]))
                     } else {
-                        &moves[i].down_limits
+                        (r.min.min(current[i]), current[i])
                     }
-                };
-                let edge = |i: usize| if up { boxes[i].1 } else { boxes[i].0 };
-                for (slot, &i) in roles.iter().enumerate() {
-                    let value = solution[slot];
-                    vector[i] = value;
-                    if value == raws[i] {
-                        continue;
-                    }
-                    // Wanted to shrink inside a growing component: the direction holds it.
-                    if up && raws[i] < current[i] && value == current[i] {
-                        results[i].limits.push(Limit::ComponentGrows {
-                            ratios: ratios.clone(),
-                        });
-                        continue;
-                    }
-                    // Wanted to grow but could not move up at all: its growth limits hold it.
-                    // Stopped at the edge of its own moves: the limits that set the edge bind.
-                    let held =
-                        raws[i] > current[i] && moves[i].up == current[i] && value == current[i];
-                    let limits = held
-                        .then_some(&moves[i].up_limits)
-                        .into_iter()
-                        .chain((value == edge(i)).then(|| edge_limits(i)))
-                        .flatten();
-                    for l in limits {
-                        if !results[i].limits.contains(l) {
-                            results[i].limits.push(l.clone());
-                        }
-                    }
-                    if ratios.is_empty() || value == raws[i].clamp(boxes[i].0, boxes[i].1) {
-                        continue;
-                    }
-                    // Moved off its own boxed recommendation by the bands...
-                    results[i].limits.push(Limit::Ratio {
-                        ratios: ratios.clone(),
-                    });
-                    // ...and held there by a partner's pacing when bounds alone would go on.
-                    if let Some(free) = unpaced.get_or_insert_with(solve_unpaced)
-                        && free[slot] != value
-                    {
-                        for (other_slot, &j) in roles.iter().enumerate() {
-                            let outside =
-                                free[other_slot] > boxes[j].1 || free[other_slot] < boxes[j].0;
-                            if j != i && outside {
-                                for l in edge_limits(j) {
-                                    if !results[i].limits.contains(l) {
-                                        results[i].limits.push(l.clone());
-                                    }
-                                }
+                })
+                .collect();
+            solve_component(policy, roles, ratios, &bounds, raws)
+        };
+        let mut unpaced: Option<Option<Vec<i32>>> = None;
+        let edge_limits = |i: usize| {
+            if up {
+                &moves[i].up_limits
+            } else {
+                &moves[i].down_limits
+            }
+        };
+        let edge = |i: usize| if up { boxes[i].1 } else { boxes[i].0 };
+        for (slot, &i) in roles.iter().enumerate() {
+            let value = solution[slot];
+            vector[i] = value;
+            if value == raws[i] {
+                continue;
+            }
+            // Wanted to shrink inside a growing component: the direction holds it.
+            if up && raws[i] < current[i] && value == current[i] {
+                results[i].limits.push(Limit::ComponentGrows {
+                    ratios: ratios.to_vec(),
+                });
+                continue;
+            }
+            // Wanted to grow but could not move up at all: its growth limits hold it.
+            // Stopped at the edge of its own moves: the limits that set the edge bind.
+            let held = raws[i] > current[i] && moves[i].up == current[i] && value == current[i];
+            let limits = held
+                .then_some(&moves[i].up_limits)
+                .into_iter()
+                .chain((value == edge(i)).then(|| edge_limits(i)))
+                .flatten();
+            for l in limits {
+                if !results[i].limits.contains(l) {
+                    results[i].limits.push(l.clone());
+                }
+            }
+            if ratios.is_empty() || value == raws[i].clamp(boxes[i].0, boxes[i].1) {
+                continue;
+            }
+            // Moved off its own boxed recommendation by the bands...
+            results[i].limits.push(Limit::Ratio {
+                ratios: ratios.to_vec(),
+            });
+            // ...and held there by a partner's pacing when bounds alone would go on.
+            if let Some(free) = unpaced.get_or_insert_with(solve_unpaced)
+                && free[slot] != value
+            {
+                for (other_slot, &j) in roles.iter().enumerate() {
+                    let outside = free[other_slot] > boxes[j].1 || free[other_slot] < boxes[j].0;
+                    if j != i && outside {
+                        for l in edge_limits(j) {
+                            if !results[i].limits.contains(l) {
+                                results[i].limits.push(l.clone());
                             }
                         }
                     }
                 }
             }
-            None => {
-                for &i in roles {
-                    results[i].limits.push(Limit::NoFeasibleVector {
-                        ratios: ratios.clone(),
-                    });
-                }
-            }
         }
     }
+}
 
-    // D16: growth commits first; a shrink commit may lower several roles, each within its
-    // own step (already in its box).
+/// D16: growth commits first. When any role grows, no role shrinks in the same commit (each
+/// such role keeps its count, limited by `GrowthFirst`); a shrink commit may lower several
+/// roles, each within its own step (already in its box).
+fn growth_first(vector: &mut [i32], current: &[i32], results: &mut [RolePlan]) {
     let grows = (0..vector.len()).any(|i| vector[i] > current[i]);
-    if grows {
-        for i in 0..vector.len() {
-            if vector[i] < current[i] {
-                vector[i] = current[i];
-                results[i].limits.push(Limit::GrowthFirst);
-            }
+    if !grows {
+        return;
+    }
+    for i in 0..vector.len() {
+        if vector[i] < current[i] {
+            vector[i] = current[i];
+            results[i].limits.push(Limit::GrowthFirst);
         }
     }
+}
 
+/// The reason each role reports (spec, Conditions and reasons): `RatioConflict` when no
+/// vector satisfied its bands, `PacingBounded` when a step, a window, a guard or growth-first
+/// held it off its recommendation; else the algorithm's reason stands.
+fn assign_reasons(vector: &[i32], results: &mut [RolePlan]) {
     for (i, r) in results.iter_mut().enumerate() {
         r.constrained = vector[i];
         if r.constrained == r.raw {
@@ -845,10 +938,5 @@ pub fn plan(input: &PlanInput, state: &mut PlannerState) -> Plan {
         } else if paced {
             r.reason = Reason::PacingBounded;
         }
-    }
-    Plan {
-        roles: results,
-        conflict: None,
-        wake_at: wake_at(policy, state, input.now),
     }
 }

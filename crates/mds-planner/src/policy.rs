@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use mds_api::defaults::{effective_algorithm_type, nonzero_or, values};
 use mds_api::quantity::{Decimal, Quantity};
 use mds_api::spec::{
-    AlgorithmType, ModelDeploymentScalerSpec, ProportionalMetric, StepPolicy, StepPolicyType,
-    TokenThroughputParams,
+    Algorithm, AlgorithmType, ModelDeploymentScalerSpec, ProportionalMetric, StepPolicy,
+    StepPolicyType, TokenThroughputParams,
 };
 use mds_api::target::RoleKind;
 
@@ -255,70 +255,12 @@ impl Policy {
         spec: &ModelDeploymentScalerSpec,
         kinds: &BTreeMap<String, RoleKind>,
     ) -> Result<Policy, PolicyError> {
-        let roles: Vec<RolePolicy> = spec
-            .roles
-            .iter()
-            .map(|r| RolePolicy {
-                name: r.name.clone(),
-                kind: kinds.get(&r.name).cloned().unwrap_or(RoleKind::Server),
-                min: r.min_replicas.unwrap_or(values::MIN_REPLICAS),
-                max: r.max_replicas,
-            })
-            .collect();
-        let index = |name: &str, path: String| -> Result<usize, PolicyError> {
-            roles
-                .iter()
-                .position(|r| r.name == name)
-                .ok_or(PolicyError {
-                    path,
-                    message: format!("{name:?} is not a role in spec.roles"),
-                })
-        };
-        let mut ratios = Vec::new();
-        for (i, r) in spec.ratios.iter().enumerate() {
-            let base = format!("spec.ratios[{i}]");
-            ratios.push(RatioPolicy {
-                numerator: index(&r.numerator_role, format!("{base}.numeratorRole"))?,
-                denominator: index(&r.denominator_role, format!("{base}.denominatorRole"))?,
-                min: quantity(&format!("{base}.min"), r.min.as_ref(), None)?,
-                max: quantity(&format!("{base}.max"), r.max.as_ref(), None)?,
-                target: quantity(&format!("{base}.target"), r.target.as_ref(), None)?,
-            });
-        }
+        let roles = role_policies(spec, kinds);
+        let ratios = ratio_policies(spec, &roles)?;
         let interval_seconds = spec.interval_seconds();
         let algorithm_spec = spec.algorithm.clone().unwrap_or_default();
-        let missing = |path: &str| PolicyError {
-            path: path.to_string(),
-            message: "is required".to_string(),
-        };
         let algorithm = match effective_algorithm_type(spec.algorithm.as_ref()) {
-            AlgorithmType::Proportional => {
-                let p = algorithm_spec
-                    .proportional
-                    .as_ref()
-                    .ok_or_else(|| missing("spec.algorithm.proportional"))?;
-                let mut targets = vec![None; roles.len()];
-                for (i, t) in p.role_targets.iter().enumerate() {
-                    let slot = index(
-                        &t.name,
-                        format!("spec.algorithm.proportional.roleTargets[{i}].name"),
-                    )?;
-                    let path = format!("spec.algorithm.proportional.roleTargets[{i}].target");
-                    targets[slot] = positive(&path, quantity(&path, Some(&t.target), None)?)?;
-                }
-                AlgorithmPolicy::Proportional {
-                    metric: p
-                        .metric
-                        .ok_or_else(|| missing("spec.algorithm.proportional.metric"))?,
-                    tolerance: quantity(
-                        "spec.algorithm.proportional.tolerance",
-                        p.tolerance.as_ref(),
-                        Some(values::TOLERANCE),
-                    )?
-                    .unwrap_or_default(),
-                    targets,
-                }
-            }
+            AlgorithmType::Proportional => proportional_policy(&algorithm_spec, &roles)?,
             AlgorithmType::TokenThroughput => {
                 let p = algorithm_spec
                     .token_throughput
@@ -330,59 +272,7 @@ impl Policy {
                     interval_seconds,
                 )?)
             }
-            AlgorithmType::Predictive => {
-                let base = "spec.algorithm.predictive";
-                let p = algorithm_spec
-                    .predictive
-                    .as_ref()
-                    .ok_or_else(|| missing(base))?;
-                let fallback = p
-                    .token_throughput
-                    .as_ref()
-                    .ok_or_else(|| missing("spec.algorithm.predictive.tokenThroughput"))?;
-                let cap = |field: &str, q: Option<&Quantity>| -> Result<Option<f64>, PolicyError> {
-                    let path = format!("{base}.{field}");
-                    Ok(positive(&path, quantity(&path, q, None)?)?.map(Decimal::to_f64))
-                };
-                AlgorithmPolicy::Predictive(PredictivePolicy {
-                    fallback: token_policy(
-                        &format!("{base}.tokenThroughput"),
-                        fallback,
-                        interval_seconds,
-                    )?,
-                    horizon_seconds: p.horizon_seconds.unwrap_or(values::HORIZON_SECONDS) as f64,
-                    capacities: Capacities {
-                        prefill: cap(
-                            "prefillTokenCapacityPerReplica",
-                            p.prefill_token_capacity_per_replica.as_ref(),
-                        )?,
-                        decode: cap(
-                            "decodeTokenCapacityPerReplica",
-                            p.decode_token_capacity_per_replica.as_ref(),
-                        )?,
-                        server: cap(
-                            "serverTokenCapacityPerReplica",
-                            p.server_token_capacity_per_replica.as_ref(),
-                        )?,
-                    },
-                    q_level: noise(
-                        &format!("{base}.qLevel"),
-                        p.q_level.as_ref(),
-                        values::Q_LEVEL,
-                    )?,
-                    q_trend: noise(
-                        &format!("{base}.qTrend"),
-                        p.q_trend.as_ref(),
-                        values::Q_TREND,
-                    )?,
-                    measurement_noise: noise(
-                        &format!("{base}.measurementNoise"),
-                        p.measurement_noise.as_ref(),
-                        values::MEASUREMENT_NOISE,
-                    )?,
-                    min_points: p.min_points.unwrap_or(values::MIN_POINTS).max(1) as u32,
-                })
-            }
+            AlgorithmType::Predictive => predictive_policy(&algorithm_spec, interval_seconds)?,
         };
         let behavior = spec.behavior.clone().unwrap_or_default();
         let up = behavior.scale_up.unwrap_or_default();
@@ -433,4 +323,151 @@ impl Policy {
     pub fn role_index(&self, name: &str) -> Option<usize> {
         self.roles.iter().position(|r| r.name == name)
     }
+}
+
+/// `spec.roles` with their kinds (Server when the target does not say) and bounds.
+fn role_policies(
+    spec: &ModelDeploymentScalerSpec,
+    kinds: &BTreeMap<String, RoleKind>,
+) -> Vec<RolePolicy> {
+    spec.roles
+        .iter()
+        .map(|r| RolePolicy {
+            name: r.name.clone(),
+            kind: kinds.get(&r.name).cloned().unwrap_or(RoleKind::Server),
+            min: r.min_replicas.unwrap_or(values::MIN_REPLICAS),
+            max: r.max_replicas,
+        })
+        .collect()
+}
+
+/// The position of role `name` in `roles`; the error names `path`.
+fn role_index(roles: &[RolePolicy], name: &str, path: String) -> Result<usize, PolicyError> {
+    roles
+        .iter()
+        .position(|r| r.name == name)
+        .ok_or(PolicyError {
+            path,
+            message: format!("{name:?} is not a role in spec.roles"),
+        })
+}
+
+/// A required field that is absent.
+fn missing(path: &str) -> PolicyError {
+    PolicyError {
+        path: path.to_string(),
+        message: "is required".to_string(),
+    }
+}
+
+/// `spec.ratios`, each naming its roles by position.
+fn ratio_policies(
+    spec: &ModelDeploymentScalerSpec,
+    roles: &[RolePolicy],
+) -> Result<Vec<RatioPolicy>, PolicyError> {
+    let mut ratios = Vec::new();
+    for (i, r) in spec.ratios.iter().enumerate() {
+        let base = format!("spec.ratios[{i}]");
+        ratios.push(RatioPolicy {
+            numerator: role_index(roles, &r.numerator_role, format!("{base}.numeratorRole"))?,
+            denominator: role_index(
+                roles,
+                &r.denominator_role,
+                format!("{base}.denominatorRole"),
+            )?,
+            min: quantity(&format!("{base}.min"), r.min.as_ref(), None)?,
+            max: quantity(&format!("{base}.max"), r.max.as_ref(), None)?,
+            target: quantity(&format!("{base}.target"), r.target.as_ref(), None)?,
+        });
+    }
+    Ok(ratios)
+}
+
+/// `spec.algorithm.proportional`: the metric, the tolerance and each role's target.
+fn proportional_policy(
+    algorithm: &Algorithm,
+    roles: &[RolePolicy],
+) -> Result<AlgorithmPolicy, PolicyError> {
+    let p = algorithm
+        .proportional
+        .as_ref()
+        .ok_or_else(|| missing("spec.algorithm.proportional"))?;
+    let mut targets = vec![None; roles.len()];
+    for (i, t) in p.role_targets.iter().enumerate() {
+        let slot = role_index(
+            roles,
+            &t.name,
+            format!("spec.algorithm.proportional.roleTargets[{i}].name"),
+        )?;
+        let path = format!("spec.algorithm.proportional.roleTargets[{i}].target");
+        targets[slot] = positive(&path, quantity(&path, Some(&t.target), None)?)?;
+    }
+    Ok(AlgorithmPolicy::Proportional {
+        metric: p
+            .metric
+            .ok_or_else(|| missing("spec.algorithm.proportional.metric"))?,
+        tolerance: quantity(
+            "spec.algorithm.proportional.tolerance",
+            p.tolerance.as_ref(),
+            Some(values::TOLERANCE),
+        )?
+        .unwrap_or_default(),
+        targets,
+    })
+}
+
+/// `spec.algorithm.predictive`: the TokenThroughput fallback, the horizon, the per-replica
+/// capacities and the filter's noises.
+fn predictive_policy(
+    algorithm: &Algorithm,
+    interval_seconds: i64,
+) -> Result<AlgorithmPolicy, PolicyError> {
+    let base = "spec.algorithm.predictive";
+    let p = algorithm.predictive.as_ref().ok_or_else(|| missing(base))?;
+    let fallback = p
+        .token_throughput
+        .as_ref()
+        .ok_or_else(|| missing("spec.algorithm.predictive.tokenThroughput"))?;
+    let cap = |field: &str, q: Option<&Quantity>| -> Result<Option<f64>, PolicyError> {
+        let path = format!("{base}.{field}");
+        Ok(positive(&path, quantity(&path, q, None)?)?.map(Decimal::to_f64))
+    };
+    Ok(AlgorithmPolicy::Predictive(PredictivePolicy {
+        fallback: token_policy(
+            &format!("{base}.tokenThroughput"),
+            fallback,
+            interval_seconds,
+        )?,
+        horizon_seconds: p.horizon_seconds.unwrap_or(values::HORIZON_SECONDS) as f64,
+        capacities: Capacities {
+            prefill: cap(
+                "prefillTokenCapacityPerReplica",
+                p.prefill_token_capacity_per_replica.as_ref(),
+            )?,
+            decode: cap(
+                "decodeTokenCapacityPerReplica",
+                p.decode_token_capacity_per_replica.as_ref(),
+            )?,
+            server: cap(
+                "serverTokenCapacityPerReplica",
+                p.server_token_capacity_per_replica.as_ref(),
+            )?,
+        },
+        q_level: noise(
+            &format!("{base}.qLevel"),
+            p.q_level.as_ref(),
+            values::Q_LEVEL,
+        )?,
+        q_trend: noise(
+            &format!("{base}.qTrend"),
+            p.q_trend.as_ref(),
+            values::Q_TREND,
+        )?,
+        measurement_noise: noise(
+            &format!("{base}.measurementNoise"),
+            p.measurement_noise.as_ref(),
+            values::MEASUREMENT_NOISE,
+        )?,
+        min_points: p.min_points.unwrap_or(values::MIN_POINTS).max(1) as u32,
+    }))
 }
