@@ -116,6 +116,22 @@ struct LastSampling {
     problem: Option<String>,
 }
 
+/// What a pass read: the scaler and target it plans on, the version of the scaler the cache
+/// still shows when our own write is newer, and the snapshot (Pods, Workloads).
+struct PassRead {
+    scaler: ModelDeploymentScaler,
+    cache_behind: Option<Option<String>>,
+    target: Option<ModelDeployment>,
+    snapshot: crate::ports::Snapshot,
+}
+
+/// The readings a pass plans on, when they were taken and what stopped sampling.
+struct Observed {
+    observations: BTreeMap<String, RoleObservation>,
+    at: Timestamp,
+    problem: Option<String>,
+}
+
 /// One scaler's worker and its memory between passes.
 #[derive(Debug)]
 pub struct Worker {
@@ -202,6 +218,9 @@ impl Worker {
             .await
     }
 
+    /// One pass: [`Worker::read`], [`Worker::ensure_finalizer`], [`Worker::observe`], the
+    /// core, then [`Worker::execute`] (spec, *Binding fence* and *Pacing and guards*: the
+    /// target write first, the status after it, the finalizer's release last).
     async fn run<C: Cluster, M: MetricsSource, P: Future>(
         &mut self,
         cluster: &C,
@@ -210,82 +229,34 @@ impl Worker {
         permit: Option<P>,
     ) -> PassReport {
         let mut report = PassReport::default();
-        let Some(snapshot) = cluster.snapshot(&self.key).await else {
+        let Some(mut read) = self.read(cluster).await else {
             report.gone = true;
             return report;
         };
-        if self.uid.is_some() && self.uid != snapshot.scaler.metadata.uid {
-            self.reset();
+        if let Err(problem) = self.ensure_finalizer(cluster, &mut read).await {
+            report.problem = Some(problem);
+            return report;
         }
-        self.uid = snapshot.scaler.metadata.uid.clone();
-        let (mut scaler, mut cache_behind) = newest(snapshot.scaler.as_ref(), &self.scaler_written);
-        let target: Option<ModelDeployment> = snapshot
-            .target
-            .as_deref()
-            .map(|t| newest(t, &self.target_written).0);
+        let scaler = &read.scaler;
         let deleting = scaler.metadata.deletion_timestamp.is_some();
-        if !deleting && !has_finalizer(&scaler) {
-            match cluster.set_finalizer(&scaler, true).await {
-                // The write moved the resource version: go on with the object as written, so
-                // the status write below is guarded by it.
-                Ok(written) => {
-                    cache_behind = Some(self.remember_scaler(&scaler, cache_behind, &written));
-                    scaler = written;
-                }
-                Err(e) => {
-                    report.problem = Some(format!("adding the finalizer failed: {e}"));
-                    return report;
-                }
-            }
-        }
         let mut spec = scaler.spec.clone();
         default_spec(&mut spec);
         let status: ModelDeploymentScalerStatus = scaler.status.clone().unwrap_or_default();
-        let md = target.as_ref();
+        let md = read.target.as_ref();
         report.target = md.and_then(|m| m.metadata.name.clone());
         let planning = !deleting && !spec.suspend.unwrap_or(false);
         let interval = spec.interval_seconds();
-        let mut observations = BTreeMap::new();
-        let mut observed_at = now;
-        let mut sampling_problem = None;
-        if !planning {
-            // Baselines taken before a suspension describe nothing after it: the first
-            // sampling when planning resumes is a baseline only (D8), never a rate over the
-            // whole suspension.
-            self.samples = SampleStore::default();
-            self.sampling = None;
-        }
-        if let (Some(_), true, Readings::Given(given)) = (md, planning, &readings) {
-            observations = given.clone();
-        } else if let (Some(md), true, Readings::Scrape(metrics)) = (md, planning, readings) {
-            let fresh = self
-                .sampling
-                .as_ref()
-                .is_some_and(|s| now < s.at + SignedDuration::from_secs(interval));
-            if !fresh {
-                let sampling = sample(
-                    metrics,
-                    &mut self.samples,
-                    md,
-                    &snapshot.pods,
-                    interval as u32,
-                    now,
-                )
-                .await;
-                report.scrapes = sampling.scrapes;
-                self.sampling = Some(LastSampling {
-                    at: now,
-                    observations: sampling.observations,
-                    problem: sampling.problem,
-                });
-            }
-            if let Some(last) = &self.sampling {
-                observations = last.observations.clone();
-                observed_at = last.at;
-                sampling_problem = last.problem.clone();
-                report.problem = last.problem.clone();
-            }
-        }
+        let observed = self
+            .observe(
+                md,
+                &read.snapshot,
+                planning,
+                readings,
+                interval,
+                now,
+                &mut report,
+            )
+            .await;
         let _permit = match permit {
             Some(permit) => Some(permit.await),
             None => None,
@@ -298,6 +269,7 @@ impl Worker {
             self.failure = None;
         }
         let refused = self.failure.as_ref().and_then(Failure::refused_commit);
+        let snapshot = &read.snapshot;
         let facts = md.map(|md| instance_facts(md, &snapshot.pods, snapshot.workloads.as_deref()));
         let uid = scaler.metadata.uid.clone().unwrap_or_default();
         let name = scaler
@@ -322,9 +294,9 @@ impl Worker {
                 workloads: facts.workloads,
                 ready_ordinals: facts.ready_ordinals,
             }),
-            observations: &observations,
-            observed_at,
-            sampling_problem: sampling_problem.as_deref(),
+            observations: &observed.observations,
+            observed_at: observed.at,
+            sampling_problem: observed.problem.as_deref(),
             now,
             refused: refused.as_ref(),
         };
@@ -334,32 +306,172 @@ impl Worker {
         report.plan = outcome.plan.clone();
         report.wake_at = outcome.wake_at;
         let interval = SignedDuration::from_secs(interval);
-        let landed = match (&outcome.write, md) {
+        self.execute(
+            cluster,
+            &read,
+            &input.scaler,
+            &outcome,
+            before,
+            now,
+            interval,
+            &mut report,
+        )
+        .await;
+        report.outcome = Some(outcome);
+        report
+    }
+
+    /// The scaler and its target as this pass sees them: the cluster's snapshot, or our own
+    /// newer write where the cache has not caught up. `None` when the scaler is gone. A
+    /// scaler recreated under the same name starts with empty memory.
+    async fn read<C: Cluster>(&mut self, cluster: &C) -> Option<PassRead> {
+        let snapshot = cluster.snapshot(&self.key).await?;
+        if self.uid.is_some() && self.uid != snapshot.scaler.metadata.uid {
+            self.reset();
+        }
+        self.uid = snapshot.scaler.metadata.uid.clone();
+        let (scaler, cache_behind) = newest(snapshot.scaler.as_ref(), &self.scaler_written);
+        let target = snapshot
+            .target
+            .as_deref()
+            .map(|t| newest(t, &self.target_written).0);
+        Some(PassRead {
+            scaler,
+            cache_behind,
+            target,
+            snapshot,
+        })
+    }
+
+    /// Adds the finalizer to a scaler that is not being deleted and lacks it; the pass goes
+    /// on with the object as written, so the status write is guarded by its version. The
+    /// error stops the pass.
+    async fn ensure_finalizer<C: Cluster>(
+        &mut self,
+        cluster: &C,
+        read: &mut PassRead,
+    ) -> Result<(), String> {
+        if read.scaler.metadata.deletion_timestamp.is_some() || has_finalizer(&read.scaler) {
+            return Ok(());
+        }
+        let written = cluster
+            .set_finalizer(&read.scaler, true)
+            .await
+            .map_err(|e| format!("adding the finalizer failed: {e}"))?;
+        read.cache_behind =
+            Some(self.remember_scaler(&read.scaler, read.cache_behind.clone(), &written));
+        read.scaler = written;
+        Ok(())
+    }
+
+    /// The readings this pass plans on: given ones, or the engines sampled at most once an
+    /// interval (a pass before the interval is over reuses the last sampling, its time and
+    /// problem). A pass that does not plan (suspended, deleting) drops every baseline (D8).
+    #[allow(clippy::too_many_arguments)]
+    async fn observe<M: MetricsSource>(
+        &mut self,
+        md: Option<&ModelDeployment>,
+        snapshot: &crate::ports::Snapshot,
+        planning: bool,
+        readings: Readings<'_, M>,
+        interval: i64,
+        now: Timestamp,
+        report: &mut PassReport,
+    ) -> Observed {
+        let mut observed = Observed {
+            observations: BTreeMap::new(),
+            at: now,
+            problem: None,
+        };
+        if !planning {
+            // Baselines taken before a suspension describe nothing after it: the first
+            // sampling when planning resumes is a baseline only (D8), never a rate over the
+            // whole suspension.
+            self.samples = SampleStore::default();
+            self.sampling = None;
+        }
+        let Some(md) = md.filter(|_| planning) else {
+            return observed;
+        };
+        match readings {
+            Readings::Given(given) => observed.observations = given,
+            Readings::Scrape(metrics) => {
+                let fresh = self
+                    .sampling
+                    .as_ref()
+                    .is_some_and(|s| now < s.at + SignedDuration::from_secs(interval));
+                if !fresh {
+                    let sampling = sample(
+                        metrics,
+                        &mut self.samples,
+                        md,
+                        &snapshot.pods,
+                        interval as u32,
+                        now,
+                    )
+                    .await;
+                    report.scrapes = sampling.scrapes;
+                    self.sampling = Some(LastSampling {
+                        at: now,
+                        observations: sampling.observations,
+                        problem: sampling.problem,
+                    });
+                }
+                if let Some(last) = &self.sampling {
+                    observed.observations = last.observations.clone();
+                    observed.at = last.at;
+                    observed.problem = last.problem.clone();
+                    report.problem = last.problem.clone();
+                }
+            }
+        }
+        observed
+    }
+
+    /// Carries out the core's outcome: the target write first; only once it landed (or none
+    /// was due) the status and the events. A write that does not land puts the memory back
+    /// as it was before the pass (`before`) and may report the failure on its condition. A
+    /// deleted scaler whose release landed loses its finalizer, guarded by the newest
+    /// version we wrote.
+    #[allow(clippy::too_many_arguments)]
+    async fn execute<C: Cluster>(
+        &mut self,
+        cluster: &C,
+        read: &PassRead,
+        core: &Scaler<'_>,
+        outcome: &Outcome,
+        before: Memory,
+        now: Timestamp,
+        interval: SignedDuration,
+        report: &mut PassReport,
+    ) {
+        let scaler = &read.scaler;
+        let landed = match (&outcome.write, read.target.as_ref()) {
             (Some(write), Some(md)) => {
                 let generation = scaler.metadata.generation;
-                self.write_target(cluster, md, write, generation, now, interval, &mut report)
+                self.write_target(cluster, md, write, generation, now, interval, report)
                     .await
             }
             _ => true,
         };
-        // The finalizer's removal is guarded by the newest version we wrote.
         let mut latest = scaler.clone();
+        let cache_behind = read.cache_behind.clone();
         if landed {
             if outcome.write_status {
-                let result = cluster.write_status(&scaler, &outcome.status).await;
+                let result = cluster.write_status(scaler, &outcome.status).await;
                 if let Ok(written) = &result {
-                    self.remember_scaler(&scaler, cache_behind.clone(), written);
+                    self.remember_scaler(scaler, cache_behind, written);
                     latest = written.clone();
                 }
                 report.status = Some(result.map(|_| ()));
             }
             for event in &outcome.events {
-                cluster.emit(&scaler, event).await;
+                cluster.emit(scaler, event).await;
             }
         } else {
             self.memory = before;
             if let Some(written) = self
-                .report_failure(cluster, &input.scaler, &scaler, cache_behind, now, interval)
+                .report_failure(cluster, core, scaler, cache_behind, now, interval)
                 .await
             {
                 report.status = Some(match written {
@@ -371,7 +483,7 @@ impl Worker {
                 });
             }
         }
-        if deleting && landed && has_finalizer(&latest) {
+        if core.deleting && landed && has_finalizer(&latest) {
             // Released (or nothing to release): the scaler may go.
             let result = cluster.set_finalizer(&latest, false).await;
             if let Err(e) = &result {
@@ -379,8 +491,6 @@ impl Worker {
             }
             report.finalizer = Some(result.map(|_| ()));
         }
-        report.outcome = Some(outcome);
-        report
     }
 
     /// Makes the pass's target write unless its backoff holds it; `true` when it landed. A
