@@ -465,33 +465,16 @@ fn growth_box(
     ];
     let window = policy.scale_up_window_seconds;
     if window > 0 && rec.raw > current {
-        let (range, spans) = window_range(state, &role.name, input.now, window);
-        let lowest = range.map(|(lo, _)| lo);
-        let cap = if spans {
-            lowest.unwrap_or(current).max(current)
-        } else {
-            current
-        };
+        let (cap, lowest) = window_edge(state, &role.name, input.now, window, current, Up);
         caps.push((
             cap,
             Limit::ScaleUpWindow {
                 window_seconds: window,
-                lowest: lowest.filter(|_| spans),
+                lowest,
             },
         ));
     }
-    let up = caps
-        .iter()
-        .map(|(c, _)| *c)
-        .min()
-        .unwrap_or(current)
-        .max(current);
-    let limits = caps
-        .into_iter()
-        .filter(|(c, _)| *c <= up)
-        .map(|(_, l)| l)
-        .collect();
-    (up, limits)
+    tightest(caps, current, Up)
 }
 
 /// What holds role `i` from shrinking this pass (spec, Pacing and guards): no ready replica
@@ -566,33 +549,16 @@ fn shrink_box(
     ];
     let window = policy.scale_down_window_seconds;
     if rec.raw < current {
-        let (range, spans) = window_range(state, &role.name, input.now, window);
-        let highest = range.map(|(_, hi)| hi);
-        let floor = if spans {
-            highest.unwrap_or(current).min(current)
-        } else {
-            current
-        };
+        let (floor, highest) = window_edge(state, &role.name, input.now, window, current, Down);
         floors.push((
             floor,
             Limit::ScaleDownWindow {
                 window_seconds: window,
-                highest: highest.filter(|_| spans),
+                highest,
             },
         ));
     }
-    let down = floors
-        .iter()
-        .map(|(f, _)| *f)
-        .max()
-        .unwrap_or(current)
-        .min(current);
-    let limits = floors
-        .into_iter()
-        .filter(|(f, _)| *f >= down)
-        .map(|(_, l)| l)
-        .collect();
-    (down, limits)
+    tightest(floors, current, Down)
 }
 
 /// A role's `minReplicas`..`maxReplicas` as a limit.
@@ -603,19 +569,57 @@ fn bound_limit(role: &RolePolicy) -> Limit {
     }
 }
 
-/// The lowest and highest recommendation of a role within `window` seconds before `now`,
-/// and whether the memory spans the whole window.
-fn window_range(
+/// Which way a box reaches from the current count.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Up,
+    Down,
+}
+use Direction::{Down, Up};
+
+/// The tightest of `edges` from `current` in `direction` (the lowest cap going up, the highest
+/// floor going down), never past `current` the other way, with the limits that set it.
+fn tightest(edges: Vec<(i32, Limit)>, current: i32, direction: Direction) -> (i32, Vec<Limit>) {
+    let values = edges.iter().map(|(e, _)| *e);
+    let edge = match direction {
+        Up => values.min().unwrap_or(current).max(current),
+        Down => values.max().unwrap_or(current).min(current),
+    };
+    let limits = edges
+        .into_iter()
+        .filter(|(e, _)| match direction {
+            Up => *e <= edge,
+            Down => *e >= edge,
+        })
+        .map(|(_, l)| l)
+        .collect();
+    (edge, limits)
+}
+
+/// A stabilization window's edge for a role at `current` (D15): going up, the lowest
+/// recommendation within `window` seconds before `now`; going down, the highest; never past
+/// `current` the other way, and `current` itself while the memory does not span the window.
+/// Returns the edge and the recommendation to report (only when the memory spans it).
+fn window_edge(
     state: &PlannerState,
     role: &str,
     now: Timestamp,
     window: i64,
-) -> (Option<(i32, i32)>, bool) {
-    state
+    current: i32,
+    direction: Direction,
+) -> (i32, Option<i32>) {
+    let (range, spans) = state
         .roles
         .get(role)
         .map(|s| s.recommendation_range(now, window))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let value = range.map(|(lowest, highest)| if direction == Up { lowest } else { highest });
+    let edge = match (spans, direction) {
+        (false, _) => current,
+        (true, Up) => value.unwrap_or(current).max(current),
+        (true, Down) => value.unwrap_or(current).min(current),
+    };
+    (edge, value.filter(|_| spans))
 }
 
 /// Connected components of the ratio graph (every role appears in exactly one), each with
