@@ -242,7 +242,8 @@ fn ramp(body: &str) -> Result<LoadProfile, String> {
             "from" => from = Some(number(key, value)?),
             "to" => to = Some(number(key, value)?),
             "over" => over = Some(duration(key, value)?),
-            _ => after = duration(key, value)?,
+            "after" => after = duration(key, value)?,
+            _ => {} // `fields` admits no other
         }
     }
     let from = from.ok_or("from is required (requests per second at the start)")?;

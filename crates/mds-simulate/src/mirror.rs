@@ -110,10 +110,7 @@ impl Mirror {
             self.written.insert(k, doc);
         }
         if let Some(status) = world.deployment(key).and_then(|d| d.status.as_ref()) {
-            let status = objects::deployment_status(status);
-            if self.status.as_ref() != Some(&status) {
-                self.status = Some(status);
-            }
+            self.status = Some(objects::deployment_status(status));
         }
         self.restore_status(key, cluster);
     }

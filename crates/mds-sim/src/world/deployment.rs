@@ -47,6 +47,16 @@ pub(crate) struct Deployment {
     pub lost_requests: Vec<u64>,
 }
 
+/// A role's settings: its own, else the world's default (a free function, so a step may hold
+/// the deployment's other fields mutably while reading them).
+pub(crate) fn role_settings(
+    settings: &BTreeMap<String, RoleSettings>,
+    role: &str,
+    config: &WorldConfig,
+) -> RoleSettings {
+    settings.get(role).copied().unwrap_or(config.default_role)
+}
+
 /// Replicas of a role as the stand-in reads them: the schema's 1..=1024, with anything below
 /// clamped to 0 (the API server would refuse it; the world must not fail on it).
 pub(crate) fn desired_of(role: &TargetRole) -> u32 {
@@ -105,10 +115,7 @@ impl Deployment {
     }
 
     pub fn settings(&self, role: &str, config: &WorldConfig) -> RoleSettings {
-        self.settings
-            .get(role)
-            .copied()
-            .unwrap_or(config.default_role)
+        role_settings(&self.settings, role, config)
     }
 
     pub fn instance(&self, role: &str, ordinal: u32) -> Option<&Instance> {

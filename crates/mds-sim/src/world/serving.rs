@@ -8,7 +8,7 @@
 use jiff::Timestamp;
 
 use super::config::WorldConfig;
-use super::deployment::Deployment;
+use super::deployment::{Deployment, role_settings};
 use crate::load::Arrivals;
 
 fn seconds_between(from: Timestamp, to: Timestamp) -> f64 {
@@ -59,11 +59,7 @@ pub(crate) fn serve(dep: &mut Deployment, to: Timestamp, config: &WorldConfig) {
             instances.unserved.add(&arrivals);
             Arrivals::default()
         };
-        let profile = settings
-            .get(role)
-            .copied()
-            .unwrap_or(config.default_role)
-            .engine;
+        let profile = role_settings(settings, role, config).engine;
         for instance in instances.instances.values_mut() {
             let routed = instance.is_routed();
             if let Some(engine) = instance.engine.as_mut() {
