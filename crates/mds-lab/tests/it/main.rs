@@ -1,0 +1,9 @@
+//! The integration tests of `mds-lab` in one binary: one link instead of one per file, and
+//! one shared setup (a control plane, where the tests start one) for all of them.
+
+mod common;
+
+mod interventions;
+mod lab;
+mod metrics;
+mod standin;

@@ -1,0 +1,8 @@
+//! The integration tests of `mds-planner` in one binary: one link instead of one per file, and
+//! one shared setup (a control plane, where the tests start one) for all of them.
+
+mod common;
+
+mod algorithms;
+mod pacing;
+mod properties;

@@ -1,0 +1,139 @@
+//! Whole runs through `run`: a disaggregated target under a GPU budget, a quota that never
+//! admits growth, and byte-identical repeats.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use mds_sim::load::{Synthetic, Trace};
+use mds_simulate::profile::{DEFAULT_PROFILE, profile};
+use mds_simulate::run::{RunOptions, RunReport, run};
+use serde_json::json;
+
+const CODE: &str = include_str!("../../../../data/traces/azure-2023-code.csv");
+
+fn pd_scaler() -> mds_api::ModelDeploymentScaler {
+    serde_json::from_value(json!({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
+        "metadata": {"name": "pd", "namespace": "serving"},
+        "spec": {"targetRef": {"name": "pd"}, "mode": "Active",
+                 "roles": [{"name": "prefill", "minReplicas": 1, "maxReplicas": 8},
+                           {"name": "decode", "minReplicas": 1, "maxReplicas": 8}],
+                 "ratios": [{"numeratorRole": "prefill", "denominatorRole": "decode",
+                             "target": "1", "min": "0.5", "max": "2"}],
+                 "sampling": {"pendingTimeoutSeconds": 120},
+                 "algorithm": {"type": "TokenThroughput", "tokenThroughput": {
+                     "prefillTargetTokensPerSecond": "8000",
+                     "decodeTargetTokensPerSecond": "600"}}}
+    }))
+    .unwrap()
+}
+
+fn pd_target() -> mds_api::target::ModelDeployment {
+    serde_json::from_value(json!({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+        "metadata": {"name": "pd", "namespace": "serving"},
+        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
+                 "roles": [{"name": "prefill", "kind": "Prefill", "replicas": 1, "instanceType": "h100"},
+                           {"name": "decode", "kind": "Decode", "replicas": 1, "instanceType": "h100"}]}
+    }))
+    .unwrap()
+}
+
+fn pd_run(quota: Option<u32>, trace: Arc<Trace>) -> RunReport {
+    let mut options = RunOptions::new(profile(DEFAULT_PROFILE).unwrap());
+    options.quota = BTreeMap::from([("h100".to_string(), quota)]);
+    run(
+        pd_scaler(),
+        pd_target(),
+        trace,
+        "test",
+        &options,
+        &mut |_| {},
+    )
+    .unwrap()
+}
+
+fn code_window(minutes: f64) -> Arc<Trace> {
+    let trace = Trace::parse_azure_csv(CODE).unwrap();
+    Arc::new(trace.window(0.0, Some(minutes * 60.0)).unwrap())
+}
+
+#[test]
+fn a_disaggregated_target_grows_within_its_band_and_serves_through_the_hand_off() {
+    let report = pd_run(None, code_window(20.0));
+    assert!(report.violations.is_empty(), "{:#?}", report.violations);
+    let s = &report.summary;
+    assert!(s.finished > 0.9 * s.totals.requests, "{s:#?}");
+    let grew = report
+        .passes
+        .iter()
+        .any(|p| p.replicas["prefill"] > 1 || p.replicas["decode"] > 1);
+    assert!(grew, "the code trace's bursts need more than one of each");
+    for p in &report.passes {
+        let (prefill, decode) = (p.replicas["prefill"], p.replicas["decode"]);
+        assert!(prefill * 2 >= decode && prefill <= decode * 2, "{p:?}");
+    }
+}
+
+/// Two GPUs: the initial prefill and decode replicas, nothing more. The growth times out and
+/// is rolled back; GPUStack refuses the Prefill/Decode retirement the rollback starts
+/// (TARGET.md section 5), so the added replicas stay, and the scaler restores the counts they
+/// need (spec, *Pacing and guards*; D5). Growth then waits for their admission (D18).
+#[test]
+fn a_budget_that_never_admits_growth_rolls_back_and_breaks_no_rule() {
+    let load = Synthetic::parse("constant:rate=12,duration=900,prompt=2000,output=300").unwrap();
+    let report = pd_run(Some(2), Arc::new(load.generate(3)));
+    assert!(report.violations.is_empty(), "{:#?}", report.violations);
+    let t = &report.summary.totals;
+    assert!(
+        t.unadmitted_seconds > 60.0,
+        "growth waited for admission: {t:#?}"
+    );
+    let history: Vec<_> = report
+        .passes
+        .iter()
+        .map(|p| (p.t, p.replicas.clone(), p.write.clone()))
+        .collect();
+    let kinds: Vec<&str> = report
+        .passes
+        .iter()
+        .filter_map(|p| p.write.as_ref().map(|(kind, _)| kind.as_str()))
+        .collect();
+    let rollback = kinds.iter().position(|k| *k == "rollback");
+    assert!(
+        rollback.is_some_and(|i| kinds[i + 1..].first() == Some(&"restore")),
+        "unadmitted growth was rolled back, and the refused retirement restored: {history:?}"
+    );
+    let grown = report
+        .passes
+        .iter()
+        .find(|p| p.write.as_ref().is_some_and(|(k, _)| k == "commit"))
+        .map(|p| p.replicas.clone())
+        .unwrap();
+    let last = report.passes.last().unwrap();
+    assert_eq!(
+        last.replicas, grown,
+        "the counts are those of the replicas GPUStack kept: {history:?}"
+    );
+}
+
+#[test]
+fn the_same_inputs_and_seed_give_the_same_report_byte_for_byte() {
+    let once = || serde_json::to_string(&pd_run(Some(6), code_window(10.0))).unwrap();
+    assert_eq!(once(), once());
+}
+
+/// A run that finished no request says so, with why: here every prompt is over the profile's
+/// context, so the engines reject them all (the CLI exits 3 on it).
+#[test]
+fn a_run_that_serves_nothing_says_why() {
+    let load = Synthetic::parse("constant:rate=1,duration=120,prompt=20000,output=100").unwrap();
+    let report = pd_run(None, Arc::new(load.generate(1)));
+    let why = mds_simulate::text::nothing_served(&report).expect("nothing was served");
+    assert!(
+        why.starts_with("nothing was served: none of the ") && why.contains("8192-token context"),
+        "{why}"
+    );
+    let served = pd_run(None, code_window(3.0));
+    assert_eq!(mds_simulate::text::nothing_served(&served), None);
+}

@@ -1,0 +1,6 @@
+//! The integration tests of `mds-testkit` in one binary: one link instead of one per file, and
+//! one shared setup (a control plane, where the tests start one) for all of them.
+
+mod control_plane;
+mod crd_cel;
+mod lifecycle;

@@ -1,0 +1,20 @@
+//! The integration tests of `mds` in one binary: one link instead of one per file, and
+//! one shared setup (a control plane, where the tests start one) for all of them.
+
+mod common;
+mod deploy_support;
+
+mod cli;
+mod controller_stop;
+mod deploy_manifests;
+mod deploy_rbac;
+mod docs;
+mod fence_e2e;
+mod gitops;
+mod inspect;
+mod lab;
+mod replay;
+mod report_browser;
+mod simulate;
+mod simulate_faults;
+mod webhook;
