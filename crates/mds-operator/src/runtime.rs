@@ -9,28 +9,26 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client, Resource};
-use mds_api::ModelDeploymentScaler;
+use futures::FutureExt;
+use kube::Client;
 use mds_api::annotations::BINDING_ANNOTATION;
-use mds_api::resources::{TargetApiVersion, WORKLOAD_GROUP, WORKLOAD_VERSION};
-use mds_api::target::{ModelDeployment, Workload};
-use serde::de::DeserializeOwned;
+use mds_api::resources::TargetApiVersion;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::api_client::ApiClients;
-use crate::cache::{Cache, trim_managed_fields, trim_pod};
 use crate::http_source::{HttpSource, ScrapeConfig};
 use crate::kube_cluster::{Caches, KubeCluster};
 use crate::ports::{ScalerKey, WriteError};
 use crate::schedule::{Clock, Fingerprint, Next, Schedule, TokioClock, convert, offset};
 use crate::telemetry::Telemetry;
 use crate::worker::Worker;
+
+mod watches;
+
+pub use watches::{WORKLOAD_DISCOVERY_EVERY, discover_workloads};
+use watches::{start_watches, workloads_served};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -76,119 +74,6 @@ struct Shared {
     telemetry: Arc<Telemetry>,
     leader: watch::Receiver<bool>,
     shutdown: watch::Receiver<bool>,
-}
-
-/// Whether the Kueue Workload API is served (D4 falls back to `PodScheduled` without it).
-async fn workloads_served(client: &Client) -> Result<bool, RuntimeError> {
-    match client
-        .list_api_group_resources(&format!("{WORKLOAD_GROUP}/{WORKLOAD_VERSION}"))
-        .await
-    {
-        Ok(list) => Ok(list.resources.iter().any(|r| r.name == "workloads")),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-        Err(e) => Err(RuntimeError::Discovery(e)),
-    }
-}
-
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-fn target_api(
-    client: &Client,
-    namespace: Option<&str>,
-    version: &TargetApiVersion,
-) -> Api<ModelDeployment> {
-    match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, version),
-        None => Api::all_with(client.clone(), version),
-    }
-}
-
-/// Feeds a watch into a cache and hands touched objects to `touched`.
-fn feed<K>(
-    stream: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
-    cache: impl Fn(Event<K>) -> Vec<K> + Send + 'static,
-    failed: impl Fn() + Send + 'static,
-    touched: impl Fn(K) + Send + 'static,
-) -> tokio::task::JoinHandle<()>
-where
-    K: Send + 'static,
-{
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream.default_backoff());
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(event) => {
-                    for object in cache(event) {
-                        touched(object);
-                    }
-                }
-                Err(e) => {
-                    // The cache falls behind: /readyz says so until the watch flows again.
-                    failed();
-                    tracing::warn!(error = %e, "watch failed; retrying");
-                }
-            }
-        }
-    })
-}
-
-fn watch_into<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    caches: &Arc<Caches>,
-    pick: fn(&Caches) -> &Cache<K>,
-    trim: fn(&mut K),
-    touched: impl Fn(K) + Send + 'static,
-) -> tokio::task::JoinHandle<()>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let (caches, failing) = (caches.clone(), caches.clone());
-    feed(
-        watcher::watcher(api, config).modify(trim),
-        move |event| pick(&caches).apply(event),
-        move || pick(&failing).watch_failed(Instant::now()),
-        touched,
-    )
-}
-
-/// How often a controller without the Kueue Workload API looks for it again.
-pub const WORKLOAD_DISCOVERY_EVERY: Duration = Duration::from_secs(60);
-
-/// Asks `discover` every [`WORKLOAD_DISCOVERY_EVERY`] whether the Workload API is served, and
-/// once it is, marks it served and runs `start` (the Workload watch). Kueue installed after the
-/// controller then takes over admission (D4) without a restart.
-pub async fn discover_workloads<D, F, S>(discover: D, start: S)
-where
-    D: Fn() -> F,
-    F: std::future::Future<Output = Result<bool, RuntimeError>>,
-    S: FnOnce(),
-{
-    let mut ticks = tokio::time::interval(WORKLOAD_DISCOVERY_EVERY);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await;
-    loop {
-        ticks.tick().await;
-        match discover().await {
-            Ok(true) => {
-                tracing::info!(
-                    "the Kueue Workload API is served now: admission follows Workloads (D4)"
-                );
-                start();
-                return;
-            }
-            Ok(false) => {}
-            Err(e) => tracing::debug!(error = %e, "looking for the Kueue Workload API failed"),
-        }
-    }
 }
 
 /// Runs the controller until `shutdown` turns true. Passes run while `leader` is true. One
@@ -238,174 +123,149 @@ pub async fn run_with(
         leader: leader.clone(),
         shutdown: shutdown.clone(),
     });
-    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-    let ns = config.namespace.as_deref();
-    let mut watches = Vec::new();
-    let scaler_tx = tx.clone();
-    watches.push(watch_into(
-        api::<ModelDeploymentScaler>(&client, ns),
-        watcher::Config::default(),
-        &caches,
-        |c| &c.scalers,
-        trim_managed_fields,
-        move |s: ModelDeploymentScaler| {
-            let _ = scaler_tx.send(Message::Scaler {
-                key: ScalerKey {
-                    namespace: s.metadata.namespace.clone().unwrap_or_default(),
-                    name: s.metadata.name.clone().unwrap_or_default(),
-                },
-                uid: s.metadata.uid.clone().unwrap_or_default(),
-                target: s.spec.target_ref.name.clone(),
-            });
-        },
-    ));
-    let target_tx = tx.clone();
-    watches.push(watch_into(
-        target_api(&client, ns, &config.target_version),
-        watcher::Config::default(),
-        &caches,
-        |c| &c.targets,
-        trim_managed_fields,
-        move |md| {
-            let _ = target_tx.send(Message::Target {
-                namespace: md.metadata.namespace.clone().unwrap_or_default(),
-                name: md.metadata.name.clone().unwrap_or_default(),
-            });
-        },
-    ));
-    watches.push(watch_into(
-        api::<Pod>(&client, ns),
-        watcher::Config::default().labels("app.kubernetes.io/name=model-deployment"),
-        &caches,
-        |c| &c.pods,
-        trim_pod,
-        |_| {},
-    ));
-    let workload_watch = {
-        let (client, caches) = (client.clone(), caches.clone());
-        let ns = ns.map(str::to_string);
-        move || {
-            watch_into(
-                api::<Workload>(&client, ns.as_deref()),
-                watcher::Config::default(),
-                &caches,
-                |c| c.workload_cache(),
-                trim_managed_fields,
-                |_| {},
-            )
-        }
+    let (tx, rx) = mpsc::unbounded_channel::<Message>();
+    let watches = start_watches(&client, &config, &caches, &tx);
+    // Aborted at shutdown: its receiver would otherwise keep the lease manager from releasing
+    // the lease.
+    let mirror = mirror_leader(leader, leader_flag, telemetry.clone());
+    let mut supervisor = Supervisor {
+        shared,
+        tx,
+        workers: HashMap::new(),
+        tasks: tokio::task::JoinSet::new(),
+        task_keys: HashMap::new(),
+        by_target: HashMap::new(),
     };
-    if caches.workloads().is_some() {
-        watches.push(workload_watch());
-    } else {
-        let (client, caches) = (client.clone(), caches.clone());
-        watches.push(tokio::spawn(async move {
-            let (started_tx, started_rx) = tokio::sync::oneshot::channel();
-            discover_workloads(
-                || workloads_served(&client),
-                || {
-                    caches.serve_workloads();
-                    let _ = started_tx.send(workload_watch());
-                },
-            )
-            .await;
-            // Keeps the watch for as long as this task lives (aborted at shutdown).
-            if let Ok(watch) = started_rx.await {
-                let _ = watch.await;
-            }
-        }));
-    }
-    // Mirror the leader state for the writers' gate. Aborted at shutdown: its receiver
-    // would otherwise keep the lease manager from releasing the lease.
-    let mirror = {
-        let mut leader = leader.clone();
-        let flag = leader_flag.clone();
-        let telemetry = telemetry.clone();
-        tokio::spawn(async move {
-            loop {
-                let now = *leader.borrow_and_update();
-                flag.store(now, Ordering::Release);
-                telemetry.leader.set(now as i64);
-                if leader.changed().await.is_err() {
-                    flag.store(false, Ordering::Release);
-                    telemetry.leader.set(0);
-                    return;
-                }
-            }
-        })
-    };
-    let mut workers: HashMap<ScalerKey, Arc<Notify>> = HashMap::new();
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut task_keys: HashMap<tokio::task::Id, ScalerKey> = HashMap::new();
-    let mut by_target: HashMap<(String, String), BTreeSet<ScalerKey>> = HashMap::new();
-    let mut shutdown_rx = shutdown.clone();
-    let mut ready_tick = tokio::time::interval(Duration::from_millis(200));
-    loop {
-        tokio::select! {
-            _ = shutdown_rx.wait_for(|s| *s) => break,
-            _ = ready_tick.tick() => {
-                // Ready while every cache keeps up and the lease, when held, is confirmed.
-                let ready = caches.current(Instant::now())
-                    && telemetry.lease_healthy.load(Ordering::Acquire);
-                telemetry.ready.store(ready, Ordering::Release);
-            }
-            Some(ended) = tasks.join_next_with_id(), if !tasks.is_empty() => {
-                if let Some(key) = ended_worker(ended, &mut task_keys, &telemetry) {
-                    // A worker that panicked outside its caught pass: start it again, from
-                    // status, as its scaler is still there.
-                    let _ = tx.send(Message::Done(key));
-                }
-            }
-            Some(message) = rx.recv() => match message {
-                Message::Scaler { key, uid, target } => {
-                    by_target
-                        .entry((key.namespace.clone(), target))
-                        .or_default()
-                        .insert(key.clone());
-                    let notify = workers.entry(key.clone()).or_insert_with(|| {
-                        let notify = Arc::new(Notify::new());
-                        let task = tasks.spawn(worker_task(key.clone(), uid, shared.clone(), notify.clone(), tx.clone()));
-                        task_keys.insert(task.id(), key.clone());
-                        notify
-                    });
-                    notify.notify_one();
-                    telemetry.scalers.set(workers.len() as i64);
-                }
-                Message::Target { namespace, name } => {
-                    for key in by_target.get(&(namespace, name)).into_iter().flatten() {
-                        if let Some(n) = workers.get(key) {
-                            n.notify_one();
-                        }
-                    }
-                }
-                Message::Done(key) => {
-                    workers.remove(&key);
-                    for keys in by_target.values_mut() {
-                        keys.remove(&key);
-                    }
-                    // Recreated under the same name while the old worker ended: start anew.
-                    if let Some(s) = caches.scalers.get(&key.namespace, &key.name) {
-                        let _ = tx.send(Message::Scaler {
-                            key: key.clone(),
-                            uid: s.metadata.uid.clone().unwrap_or_default(),
-                            target: s.spec.target_ref.name.clone(),
-                        });
-                    }
-                    telemetry.scalers.set(workers.len() as i64);
-                }
-            }
-        }
-    }
+    supervisor.run(rx, shutdown).await;
     for w in watches {
         w.abort();
     }
-    // Passes in flight finish (a pass is never cut between its writes); then the caller may
-    // release the lease.
-    drop(shared);
-    while tasks.join_next().await.is_some() {}
+    supervisor.finish().await;
     mirror.abort();
     let _ = mirror.await;
     Ok(())
+}
+
+/// Mirrors the leader state into the writers' gate and `mds_leader` until the election ends
+/// (then neither leads).
+fn mirror_leader(
+    mut leader: watch::Receiver<bool>,
+    flag: Arc<AtomicBool>,
+    telemetry: Arc<Telemetry>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let now = *leader.borrow_and_update();
+            flag.store(now, Ordering::Release);
+            telemetry.leader.set(now as i64);
+            if leader.changed().await.is_err() {
+                flag.store(false, Ordering::Release);
+                telemetry.leader.set(0);
+                return;
+            }
+        }
+    })
+}
+
+/// One task per scaler: started when its scaler is seen, woken when its scaler or target
+/// changes, started again when it panicked outside a pass or its scaler was recreated.
+struct Supervisor {
+    shared: Arc<Shared>,
+    tx: mpsc::UnboundedSender<Message>,
+    workers: HashMap<ScalerKey, Arc<Notify>>,
+    tasks: tokio::task::JoinSet<()>,
+    task_keys: HashMap<tokio::task::Id, ScalerKey>,
+    by_target: HashMap<(String, String), BTreeSet<ScalerKey>>,
+}
+
+impl Supervisor {
+    /// Until `shutdown` turns true: messages, ended tasks, and readiness every 200 ms.
+    async fn run(
+        &mut self,
+        mut rx: mpsc::UnboundedReceiver<Message>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let telemetry = self.shared.telemetry.clone();
+        let mut ready_tick = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => break,
+                _ = ready_tick.tick() => {
+                    // Ready while every cache keeps up and the lease, when held, is confirmed.
+                    let ready = self.shared.caches.current(Instant::now())
+                        && telemetry.lease_healthy.load(Ordering::Acquire);
+                    telemetry.ready.store(ready, Ordering::Release);
+                }
+                Some(ended) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
+                    if let Some(key) = ended_worker(ended, &mut self.task_keys, &telemetry) {
+                        // A worker that panicked outside its caught pass: start it again,
+                        // from status, as its scaler is still there.
+                        let _ = self.tx.send(Message::Done(key));
+                    }
+                }
+                Some(message) = rx.recv() => self.on_message(message),
+            }
+        }
+    }
+
+    fn on_message(&mut self, message: Message) {
+        match message {
+            Message::Scaler { key, uid, target } => {
+                self.by_target
+                    .entry((key.namespace.clone(), target))
+                    .or_default()
+                    .insert(key.clone());
+                let (shared, tx) = (&self.shared, &self.tx);
+                let (tasks, task_keys) = (&mut self.tasks, &mut self.task_keys);
+                let notify = self.workers.entry(key.clone()).or_insert_with(|| {
+                    let notify = Arc::new(Notify::new());
+                    let task = tasks.spawn(worker_task(
+                        key.clone(),
+                        uid,
+                        shared.clone(),
+                        notify.clone(),
+                        tx.clone(),
+                    ));
+                    task_keys.insert(task.id(), key.clone());
+                    notify
+                });
+                notify.notify_one();
+                self.shared.telemetry.scalers.set(self.workers.len() as i64);
+            }
+            Message::Target { namespace, name } => {
+                for key in self.by_target.get(&(namespace, name)).into_iter().flatten() {
+                    if let Some(n) = self.workers.get(key) {
+                        n.notify_one();
+                    }
+                }
+            }
+            Message::Done(key) => {
+                self.workers.remove(&key);
+                for keys in self.by_target.values_mut() {
+                    keys.remove(&key);
+                }
+                // Recreated under the same name while the old worker ended: start anew.
+                if let Some(s) = self.shared.caches.scalers.get(&key.namespace, &key.name) {
+                    let _ = self.tx.send(Message::Scaler {
+                        key: key.clone(),
+                        uid: s.metadata.uid.clone().unwrap_or_default(),
+                        target: s.spec.target_ref.name.clone(),
+                    });
+                }
+                self.shared.telemetry.scalers.set(self.workers.len() as i64);
+            }
+        }
+    }
+
+    /// Passes in flight finish (a pass is never cut between its writes); then the caller may
+    /// release the lease.
+    async fn finish(self) {
+        let Supervisor {
+            shared, mut tasks, ..
+        } = self;
+        drop(shared);
+        while tasks.join_next().await.is_some() {}
+    }
 }
 
 /// Files a worker task's end: `Some(key)` when it panicked (counted in

@@ -13,7 +13,10 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use mds_api::ModelDeploymentScaler;
 use mds_api::target::{ModelDeployment, RoleKind};
-use mds_sim::{DeploymentKey, InstanceState, WorkKind, World};
+use mds_sim::{
+    DeploymentKey, InstanceState, LoadProfile, RequestProfile, RequestServing, RoleSettings, Trace,
+    WorkKind, World, WorldConfig,
+};
 use mds_worker::ScalerKey;
 use mds_worker::memory_cluster::{Kind, MemoryCluster};
 
@@ -23,7 +26,7 @@ use crate::peer_drive::{PeerDriver, gpu_budget, role_shapes};
 use crate::peers::Peer;
 use crate::report::{Bin, Recorder, Summary};
 use crate::scaling::{Ctx, Operator, Passed, Scaling};
-use crate::slo::{Grader, IdleReplica};
+use crate::slo::{Grader, IdleReplica, Slo};
 use crate::{PassRecord, Scenario, SimError, faults};
 
 /// Who writes the target's counts.
@@ -91,23 +94,8 @@ impl Simulation {
             requests,
             slo,
         } = scenario;
-        let cold_start = roles
-            .values()
-            .map(|(settings, _)| settings.cold_start)
-            .max()
-            .unwrap_or(config.default_role.cold_start);
-        // The target's initial replicas are warm when the run starts: the world runs a
-        // cold start (at its longest draw) and a margin before the first pass and request.
-        let warmup = roles
-            .values()
-            .map(|(settings, _)| {
-                SignedDuration::from_secs_f64(
-                    settings.cold_start.as_secs_f64() * (1.0 + settings.cold_start_spread),
-                )
-            })
-            .max()
-            .unwrap_or(config.default_role.cold_start)
-            + SignedDuration::from_secs(30);
+        let cold_start = longest_cold_start(&roles, &config);
+        let warmup = warmup(&roles, &config);
         let default_profile = config.default_role.request_profile;
         let mut world = World::new(config, start - warmup)?;
         for (instance_type, gpus) in quota.clone() {
@@ -120,72 +108,18 @@ impl Simulation {
             .ok_or_else(|| SimError::Input("the target has no metadata.namespace".into()))?;
         let cluster = MemoryCluster::new();
         cluster.serve_workloads(true);
-        let target_doc = serde_json::to_value(&target)
-            .map_err(|e| SimError::Input(format!("the target does not serialise: {e}")))?;
-        let stored =
-            cluster
-                .apply(Kind::Target, target_doc)
-                .map_err(|error| SimError::Cluster {
-                    what: "the target".into(),
-                    error,
-                })?;
-        let stored: ModelDeployment = serde_json::from_value(stored)
-            .map_err(|e| SimError::Input(format!("the stored target does not parse: {e}")))?;
-        let completing_roles = stored
-            .spec
-            .roles
-            .iter()
-            .filter(|r| WorkKind::of(&r.kind()) != WorkKind::Prefill)
-            .map(|r| r.name.clone())
-            .collect();
+        let stored = store_target(&cluster, &target)?;
+        let completing_roles = completing_roles(&stored);
         let budget = gpu_budget(&stored, &quota);
-        // The engine a request enters first: the first role's (every role runs one profile).
-        let entry_profile = stored
-            .spec
-            .roles
-            .first()
-            .and_then(|r| roles.get(&r.name))
-            .map_or(default_profile, |(s, _)| s.request_profile);
+        let entry_profile = entry_profile(&stored, &roles, default_profile);
         let shapes = role_shapes(&scaler, &stored, &roles);
-        let deployment = world.apply_deployment(stored)?;
-        for (role, (settings, _)) in &roles {
-            world.set_role_settings(&deployment, role, *settings)?;
-        }
-        world.advance_to(start)?;
-        for (role, (_, load)) in roles {
-            world.set_load(&deployment, &role, load)?;
-        }
+        let deployment = stage_world(&mut world, stored, roles, start)?;
         let request_level = requests.is_some();
-        let disaggregated = [RoleKind::Prefill, RoleKind::Decode]
-            .iter()
-            .all(|kind| target.spec.roles.iter().any(|r| &r.kind() == kind));
-        let idle = requests.as_ref().map(|(_, serving)| IdleReplica {
-            profile: entry_profile,
-            handoff_seconds_per_token: disaggregated
-                .then(|| serving.kv_bytes_per_token / serving.link_bytes_per_second),
-        });
-        let grader = Grader::new(
-            slo,
-            requests.as_ref().map(|(trace, _)| trace.as_ref()),
-            idle.as_ref(),
-        );
+        let grader = grader(&target, slo, requests.as_ref(), entry_profile);
         if let Some((trace, serving)) = requests {
             world.set_requests(&deployment, trace, serving)?;
         }
-        let mut scaler_doc = serde_json::to_value(&scaler)
-            .map_err(|e| SimError::Input(format!("the scaler does not serialise: {e}")))?;
-        scaler_doc["metadata"]["namespace"] = serde_json::json!(namespace);
-        let stored =
-            cluster
-                .apply(Kind::Scaler, scaler_doc)
-                .map_err(|error| SimError::Cluster {
-                    what: "the scaler".into(),
-                    error,
-                })?;
-        let name = stored["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let name = store_scaler(&cluster, &scaler, &namespace)?;
         let key = ScalerKey { namespace, name };
         let scaling: Box<dyn Scaling> = match by {
             ScaledBy::Mds => Box::new(Operator::new(key.clone(), start)),
@@ -456,4 +390,138 @@ fn unadmitted(state: InstanceState) -> bool {
             | InstanceState::Parked
             | InstanceState::QuotaReserved
     )
+}
+
+/// The roles' settings and loads, by role, as a scenario gives them.
+type Roles = BTreeMap<String, (RoleSettings, LoadProfile)>;
+
+/// The longest of the roles' cold starts (none: the world's default role's).
+fn longest_cold_start(roles: &Roles, config: &WorldConfig) -> SignedDuration {
+    roles
+        .values()
+        .map(|(settings, _)| settings.cold_start)
+        .max()
+        .unwrap_or(config.default_role.cold_start)
+}
+
+/// How long the world runs before the start: the target's initial replicas are warm when the
+/// run starts, so the world runs a cold start (at its longest draw) and a margin before the
+/// first pass and request.
+fn warmup(roles: &Roles, config: &WorldConfig) -> SignedDuration {
+    roles
+        .values()
+        .map(|(settings, _)| {
+            SignedDuration::from_secs_f64(
+                settings.cold_start.as_secs_f64() * (1.0 + settings.cold_start_spread),
+            )
+        })
+        .max()
+        .unwrap_or(config.default_role.cold_start)
+        + SignedDuration::from_secs(30)
+}
+
+/// Applies the target to the cluster and returns it as the cluster stored it.
+fn store_target(
+    cluster: &MemoryCluster,
+    target: &ModelDeployment,
+) -> Result<ModelDeployment, SimError> {
+    let target_doc = serde_json::to_value(target)
+        .map_err(|e| SimError::Input(format!("the target does not serialise: {e}")))?;
+    let stored = cluster
+        .apply(Kind::Target, target_doc)
+        .map_err(|error| SimError::Cluster {
+            what: "the target".into(),
+            error,
+        })?;
+    serde_json::from_value(stored)
+        .map_err(|e| SimError::Input(format!("the stored target does not parse: {e}")))
+}
+
+/// Roles whose engines complete requests: all but prefill ones.
+fn completing_roles(target: &ModelDeployment) -> Vec<String> {
+    target
+        .spec
+        .roles
+        .iter()
+        .filter(|r| WorkKind::of(&r.kind()) != WorkKind::Prefill)
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+/// The profile of the engine a request enters first: the first role's (every role runs one
+/// profile), else `default`.
+fn entry_profile(
+    target: &ModelDeployment,
+    roles: &Roles,
+    default: RequestProfile,
+) -> RequestProfile {
+    target
+        .spec
+        .roles
+        .first()
+        .and_then(|r| roles.get(&r.name))
+        .map_or(default, |(s, _)| s.request_profile)
+}
+
+/// Puts the target into the world: its deployment, each role's settings, the world run to
+/// `start`, then each role's load.
+fn stage_world(
+    world: &mut World,
+    target: ModelDeployment,
+    roles: Roles,
+    start: Timestamp,
+) -> Result<DeploymentKey, SimError> {
+    let deployment = world.apply_deployment(target)?;
+    for (role, (settings, _)) in &roles {
+        world.set_role_settings(&deployment, role, *settings)?;
+    }
+    world.advance_to(start)?;
+    for (role, (_, load)) in roles {
+        world.set_load(&deployment, &role, load)?;
+    }
+    Ok(deployment)
+}
+
+/// The run's grader: with requests, each one's TTFT objective on an idle replica of the entry
+/// engine (plus the KV hand-off when prefill and decode are disaggregated).
+fn grader(
+    target: &ModelDeployment,
+    slo: Slo,
+    requests: Option<&(Arc<Trace>, RequestServing)>,
+    entry_profile: RequestProfile,
+) -> Grader {
+    let disaggregated = [RoleKind::Prefill, RoleKind::Decode]
+        .iter()
+        .all(|kind| target.spec.roles.iter().any(|r| &r.kind() == kind));
+    let idle = requests.map(|(_, serving)| IdleReplica {
+        profile: entry_profile,
+        handoff_seconds_per_token: disaggregated
+            .then(|| serving.kv_bytes_per_token / serving.link_bytes_per_second),
+    });
+    Grader::new(
+        slo,
+        requests.map(|(trace, _)| trace.as_ref()),
+        idle.as_ref(),
+    )
+}
+
+/// Applies the scaler to the cluster in `namespace` and returns its name as stored.
+fn store_scaler(
+    cluster: &MemoryCluster,
+    scaler: &ModelDeploymentScaler,
+    namespace: &str,
+) -> Result<String, SimError> {
+    let mut scaler_doc = serde_json::to_value(scaler)
+        .map_err(|e| SimError::Input(format!("the scaler does not serialise: {e}")))?;
+    scaler_doc["metadata"]["namespace"] = serde_json::json!(namespace);
+    let stored = cluster
+        .apply(Kind::Scaler, scaler_doc)
+        .map_err(|error| SimError::Cluster {
+            what: "the scaler".into(),
+            error,
+        })?;
+    Ok(stored["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string())
 }

@@ -19,11 +19,14 @@ use serde::Serialize;
 
 use crate::capacity::{Curve, Curves, Knee};
 use crate::compare::{self, Case, Contender};
-use crate::jobs::{self, Job};
 use crate::peers::Targets;
 use crate::roster::{self, Knob, PeerName};
 use crate::run::{self, Bounds, RunReport};
 use crate::{SimError, suggest, tune};
+
+mod search;
+
+use search::{Searched, search_rounds};
 
 /// Default attainment tiers, percent.
 pub const DEFAULT_TIERS: [f64; 3] = [90.0, 95.0, 99.0];
@@ -384,134 +387,25 @@ pub fn frontier(
     }
     let (scaler, target, trace, options) = (case.scaler, case.target, &case.trace, case.options);
     let targets = compare::targets_for(scaler, target, trace, options)?;
-    let mut done: BTreeMap<String, RunReport> = BTreeMap::new();
-    let mut tried: Vec<Vec<(f64, String)>> = vec![Vec::new(); policies.len()];
-    let mut wanted: Vec<(usize, f64)> = (0..policies.len())
-        .flat_map(|i| search.grid.factors().into_iter().map(move |f| (i, f)))
-        .collect();
     let plan = run::curve_plan(scaler, target);
-    let mut measured: Vec<Option<Curve>> = Vec::new();
-    for round in 0..=search.refinements {
-        let mut batch: Vec<(String, Contender)> = Vec::new();
-        for &(i, factor) in &wanted {
-            let c = contender(case, &policies[i], &targets, factor)?;
-            let k = key(&c);
-            if !done.contains_key(&k) && !batch.iter().any(|(b, _)| *b == k) {
-                batch.push((k.clone(), c));
-            }
-            if !tried[i].iter().any(|(f, _)| *f == factor) {
-                tried[i].push((factor, k));
-            }
-        }
-        let mut jobs: Vec<Job<'_, Out>> = Vec::new();
-        if round == 0 {
-            // The engine's curves, which every tier's knee and bounds read, run beside the
-            // first round.
-            for i in 0..plan.measure.len() {
-                let plan = &plan;
-                jobs.push(Box::new(move || {
-                    Out::Curve(plan.measure_one(i, target, trace, options))
-                }));
-            }
-        }
-        for (_, c) in &batch {
-            let targets = &targets;
-            jobs.push(Box::new(move || {
-                Out::Run(Box::new(compare::run_one(case, c, targets)))
-            }));
-        }
-        let silent = |_: f64| {};
-        let report: &(dyn Fn(f64) + Sync) = if round == 0 { progress } else { &silent };
-        let mut runs = Vec::new();
-        for out in jobs::run(search.threads, jobs, report) {
-            match out {
-                Out::Curve(c) => measured.push(c),
-                Out::Run(r) => runs.push(*r),
-            }
-        }
-        for ((k, _), report) in batch.into_iter().zip(runs) {
-            done.insert(k, report?);
-        }
-        if round == search.refinements {
-            break;
-        }
-        wanted = refinements(&tried, &done, &search.tiers);
-        if wanted.is_empty() {
-            break;
-        }
-    }
+    let Searched {
+        mut done,
+        mut tried,
+        measured,
+    } = search_rounds(case, policies, search, &targets, &plan, progress)?;
     let tuned = tune_row(case, policies, search, &mut tried, &mut done)?;
     let curves = plan.assemble(measured);
     let duration = run::run_seconds(trace, options);
-    // Every trial measured against the knees at the run's goal.
-    let at_goal = run::bounds(
-        scaler,
-        target,
-        trace,
-        options,
-        duration,
-        &curves,
-        options.goal,
-    );
-    for report in done.values_mut() {
-        report.bounds.clone_from(&at_goal);
-        run::measure(report, scaler, target, trace, options);
-    }
-    let tiers: Vec<TierBounds> = search
-        .tiers
-        .iter()
-        .map(|&tier| {
-            let bounds = run::bounds(scaler, target, trace, options, duration, &curves, tier);
-            TierBounds {
-                tier,
-                knees: bounds.as_ref().map(|b| b.knees.clone()).unwrap_or_default(),
-                bounds,
-            }
-        })
-        .collect();
+    measure_at_goal(case, duration, &curves, &mut done);
+    let tiers = tier_bounds(case, search, duration, &curves);
     let top = search.grid.factors().last().copied().unwrap_or(1.0);
     let policies = policies
         .iter()
         .zip(&tried)
         .map(|(policy, tried)| {
-            let mut trials: Vec<Trial> = tried
-                .iter()
-                .map(|(factor, k)| {
-                    let mut knob = knob_text(policy, &targets, *factor);
-                    if k == TUNED_KEY
-                        && let Some(t) = &tuned
-                    {
-                        knob = format!("{knob}, tuned: {}", t.changes());
-                    }
-                    trial(&done[k], *factor, knob)
-                })
-                .collect();
-            trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
-            let points = tiers
-                .iter()
-                .map(|t| {
-                    cheapest(&trials, t.tier).map(|c| Point {
-                        vs_oracle_b: t
-                            .bounds
-                            .as_ref()
-                            .and_then(|b| b.oracle_b_gpu_hours)
-                            .filter(|b| *b > 0.0)
-                            .map(|b| c.gpu_hours / b),
-                        at_grid_edge: c.factor >= top,
-                        trial: c.clone(),
-                    })
-                })
-                .collect();
-            let best = trials
-                .iter()
-                .filter(|t| t.violations == 0)
-                .max_by(|a, b| {
-                    a.attainment
-                        .unwrap_or(0.0)
-                        .total_cmp(&b.attainment.unwrap_or(0.0))
-                        .then(b.gpu_hours.total_cmp(&a.gpu_hours))
-                })
-                .cloned();
+            let trials = policy_trials(policy, tried, &targets, tuned.as_ref(), &done);
+            let points = tier_points(&trials, &tiers, top);
+            let best = best_trial(&trials);
             PolicyFrontier {
                 policy: policy.name(),
                 ours: policy.ours(),
@@ -552,6 +446,112 @@ pub fn frontier(
     })
 }
 
+/// Every trial measured against the knees at the run's goal: each report gets the goal's
+/// bounds, then its metrics.
+fn measure_at_goal(
+    case: &Case,
+    duration: f64,
+    curves: &BTreeMap<String, Curves>,
+    done: &mut BTreeMap<String, RunReport>,
+) {
+    let (scaler, target, trace, options) = (case.scaler, case.target, &case.trace, case.options);
+    let at_goal = run::bounds(
+        scaler,
+        target,
+        trace,
+        options,
+        duration,
+        curves,
+        options.goal,
+    );
+    for report in done.values_mut() {
+        report.bounds.clone_from(&at_goal);
+        run::measure(report, scaler, target, trace, options);
+    }
+}
+
+/// Each tier's bounds and knees, in the search's order (no bounds: no knees).
+fn tier_bounds(
+    case: &Case,
+    search: &Search,
+    duration: f64,
+    curves: &BTreeMap<String, Curves>,
+) -> Vec<TierBounds> {
+    let (scaler, target, trace, options) = (case.scaler, case.target, &case.trace, case.options);
+    search
+        .tiers
+        .iter()
+        .map(|&tier| {
+            let bounds = run::bounds(scaler, target, trace, options, duration, curves, tier);
+            TierBounds {
+                tier,
+                knees: bounds.as_ref().map(|b| b.knees.clone()).unwrap_or_default(),
+                bounds,
+            }
+        })
+        .collect()
+}
+
+/// A policy's trials by factor, each with its knob in words; the tuned trial's knob also
+/// names the tuned changes.
+fn policy_trials(
+    policy: &Policy,
+    tried: &[(f64, String)],
+    targets: &Targets,
+    tuned: Option<&tune::Tuned>,
+    done: &BTreeMap<String, RunReport>,
+) -> Vec<Trial> {
+    let mut trials: Vec<Trial> = tried
+        .iter()
+        .map(|(factor, k)| {
+            let mut knob = knob_text(policy, targets, *factor);
+            if k == TUNED_KEY
+                && let Some(t) = tuned
+            {
+                knob = format!("{knob}, tuned: {}", t.changes());
+            }
+            trial(&done[k], *factor, knob)
+        })
+        .collect();
+    trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
+    trials
+}
+
+/// Per tier, the cheapest of `trials` that reaches it (`cheapest`), against the tier's
+/// Oracle B (when positive), flagged when it lies at the grid's cheap end (`top`).
+fn tier_points(trials: &[Trial], tiers: &[TierBounds], top: f64) -> Vec<Option<Point>> {
+    tiers
+        .iter()
+        .map(|t| {
+            cheapest(trials, t.tier).map(|c| Point {
+                vs_oracle_b: t
+                    .bounds
+                    .as_ref()
+                    .and_then(|b| b.oracle_b_gpu_hours)
+                    .filter(|b| *b > 0.0)
+                    .map(|b| c.gpu_hours / b),
+                at_grid_edge: c.factor >= top,
+                trial: c.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The trial without violations with the best attainment (ties: the cheapest; among equals,
+/// the last).
+fn best_trial(trials: &[Trial]) -> Option<Trial> {
+    trials
+        .iter()
+        .filter(|t| t.violations == 0)
+        .max_by(|a, b| {
+            a.attainment
+                .unwrap_or(0.0)
+                .total_cmp(&b.attainment.unwrap_or(0.0))
+                .then(b.gpu_hours.total_cmp(&a.gpu_hours))
+        })
+        .cloned()
+}
+
 /// A run as a trial of the frontier.
 fn trial(report: &RunReport, factor: f64, knob: String) -> Trial {
     let row = &compare::rows(std::slice::from_ref(report), None)[0];
@@ -584,61 +584,9 @@ fn cheapest(trials: &[Trial], tier: f64) -> Option<&Trial> {
     })
 }
 
-/// The next factors to try: per policy and tier, the geometric middle of each step from a
-/// trial that reaches the tier to the next larger factor tried that does not (more than 2 %
-/// apart), when the one reaching is the cheapest so far or the one missing costs less than it.
-fn refinements(
-    tried: &[Vec<(f64, String)>],
-    done: &BTreeMap<String, RunReport>,
-    tiers: &[f64],
-) -> Vec<(usize, f64)> {
-    let mut out: Vec<(usize, f64)> = Vec::new();
-    for (i, tried) in tried.iter().enumerate() {
-        let mut trials: Vec<Trial> = tried
-            .iter()
-            .map(|(f, k)| trial(&done[k], *f, String::new()))
-            .collect();
-        trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
-        for &tier in tiers {
-            for mid in brackets(&trials, tier) {
-                if !out.contains(&(i, mid)) {
-                    out.push((i, mid));
-                }
-            }
-        }
-    }
-    out
-}
-
-/// The middles to try for `tier` among `trials` sorted by factor: attainment need not fall
-/// monotonically with the knob (a guard can hold a large setting where a middling one flaps),
-/// so every step from a trial that reaches the tier to the next larger factor that does not
-/// (more than 2 % apart) is a bracket, when the one reaching is the cheapest so far or the one
-/// missing costs less than it (something cheaper than the best can lie between).
-fn brackets(trials: &[Trial], tier: f64) -> Vec<f64> {
-    let Some(best) = cheapest(trials, tier) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for pair in trials.windows(2) {
-        let (reach, miss) = (&pair[0], &pair[1]);
-        if !reach.reaches(tier)
-            || miss.reaches(tier)
-            || miss.factor / reach.factor < 1.02
-            || !(std::ptr::eq(reach, best) || miss.gpu_hours < best.gpu_hours)
-        {
-            continue;
-        }
-        let mid = round_factor((reach.factor * miss.factor).sqrt());
-        if mid > reach.factor && mid < miss.factor {
-            out.push(mid);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
+    use super::search::brackets;
     use super::*;
 
     #[test]

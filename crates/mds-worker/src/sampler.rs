@@ -7,9 +7,9 @@
 use futures::future::join_all;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use mds_api::target::ModelDeployment;
+use mds_api::target::{ModelDeployment, TargetRole};
 use mds_signals::engine::{EngineKind, EngineSample};
-use mds_signals::scrape::{self, ScrapeTarget};
+use mds_signals::scrape::{self, ScrapePlan, ScrapeTarget};
 use mds_signals::{PodReading, RoleInputs, RoleObservation, SampleStore, engine};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -44,16 +44,13 @@ pub async fn sample<M: MetricsSource>(
     interval_seconds: u32,
     now: Timestamp,
 ) -> Sampling {
-    // Baselines of Pods that are gone describe nothing any more.
-    let live: Vec<&str> = pods
-        .iter()
-        .filter_map(|p| p.metadata.uid.as_deref())
-        .collect();
-    store.retain(&live);
-    let roles: Vec<&str> = md.spec.roles.iter().map(|r| r.name.as_str()).collect();
-    store.retain_roles(&roles);
-    // A baseline older than two intervals starts a new window (D8).
-    store.set_sampling_interval(interval_seconds);
+    let pass = Pass {
+        md,
+        pods,
+        interval_seconds,
+        now,
+    };
+    prune_store(store, pass);
     let engine_kind = match md.engine_kind() {
         Ok(kind) => kind,
         Err(unknown) => {
@@ -69,11 +66,15 @@ pub async fn sample<M: MetricsSource>(
     // pass-start times would be off by that much (3 % of a 15 s interval per half second).
     // The source's clock, so paused time keeps tests and simulations deterministic.
     let started = metrics.now();
-    let mut plans = Vec::new();
-    for role in &md.spec.roles {
-        let plan = scrape::plan(&pod_facts(pods, &role.name), md.load_balance(&role.name));
-        plans.push((role, plan));
-    }
+    let plans: Vec<(&TargetRole, ScrapePlan)> = md
+        .spec
+        .roles
+        .iter()
+        .map(|role| {
+            let plan = scrape::plan(&pod_facts(pods, &role.name), md.load_balance(&role.name));
+            (role, plan)
+        })
+        .collect();
     // Every Pod of every role at once; the source bounds concurrency across scalers. Each
     // page is parsed the moment it arrives and its text dropped: the pass holds samples, not
     // the pages of all its Pods until the slowest has answered.
@@ -83,7 +84,80 @@ pub async fn sample<M: MetricsSource>(
             .map(move |t| fetch_one(metrics, engine_kind, role.name.as_str(), t))
     });
     let pages = join_all(fetches).await;
-    let pod_states: BTreeMap<&str, (Option<u32>, Option<Timestamp>)> = pods
+    let mut answers = record_pages(
+        store,
+        engine_kind,
+        pass,
+        &plans,
+        pages,
+        started,
+        &mut sampling,
+    );
+    for (role, plan) in &plans {
+        let observation = observe(store, pass, role, plan, &mut answers);
+        sampling.observations.insert(role.name.clone(), observation);
+    }
+    sampling
+}
+
+/// The pass a sampling is for: the target, its Pods, the sampling interval and the pass's
+/// time.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    md: &'a ModelDeployment,
+    pods: &'a [Arc<Pod>],
+    interval_seconds: u32,
+    now: Timestamp,
+}
+
+/// Drops what the store keeps of Pods and roles that are gone and sets the sampling
+/// interval, past two of which a baseline starts a new window (D8).
+fn prune_store(store: &mut SampleStore, pass: Pass<'_>) {
+    // Baselines of Pods that are gone describe nothing any more.
+    let live: Vec<&str> = pass
+        .pods
+        .iter()
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .collect();
+    store.retain(&live);
+    let roles: Vec<&str> = pass.md.spec.roles.iter().map(|r| r.name.as_str()).collect();
+    store.retain_roles(&roles);
+    // A baseline older than two intervals starts a new window (D8).
+    store.set_sampling_interval(pass.interval_seconds);
+}
+
+/// What the pages left per role: its Pods' readings, and how many of its opted-in
+/// non-leaders answered.
+#[derive(Default)]
+struct Answers<'a> {
+    readings: BTreeMap<&'a str, Vec<PodReading>>,
+    optional_answered: BTreeMap<&'a str, u32>,
+}
+
+/// One fetched page: its role, its Pod's UID, when it arrived and what it held.
+type Page<'a> = (
+    &'a str,
+    String,
+    FetchTimes,
+    Result<EngineSample, ScrapeError>,
+);
+
+/// Records the pages in the fetches' order, each as read when it arrived (`started` on the
+/// source's clock, added to the pass's time): an answer becomes a reading against the Pod's
+/// counter baseline (a valid one refreshes its role's newest valid reading); no answer
+/// forgets the Pod's baseline (D8). Every page's scrape is noted in `sampling`.
+fn record_pages<'a>(
+    store: &mut SampleStore,
+    engine_kind: EngineKind,
+    pass: Pass<'_>,
+    plans: &[(&TargetRole, ScrapePlan)],
+    pages: Vec<Page<'a>>,
+    started: Option<Timestamp>,
+    sampling: &mut Sampling,
+) -> Answers<'a> {
+    let now = pass.now;
+    let pod_states: BTreeMap<&str, (Option<u32>, Option<Timestamp>)> = pass
+        .pods
         .iter()
         .filter_map(|p| {
             Some((
@@ -99,8 +173,7 @@ pub async fn sample<M: MetricsSource>(
         .map(|t| t.uid.as_str())
         .collect();
     // Opted-in non-leaders that answered: endpoints too, though coverage never waits for them.
-    let mut optional_answered: BTreeMap<&str, u32> = BTreeMap::new();
-    let mut readings: BTreeMap<&str, Vec<PodReading>> = BTreeMap::new();
+    let mut answers = Answers::default();
     for (role, uid, fetch, page) in pages {
         let read_at = now
             .saturating_add(fetch.arrived_after(started))
@@ -113,9 +186,9 @@ pub async fn sample<M: MetricsSource>(
                 if reading.is_valid() {
                     store.note_valid_reading(role, read_at);
                 }
-                readings.entry(role).or_default().push(reading);
+                answers.readings.entry(role).or_default().push(reading);
                 if optional.contains(uid.as_str()) {
-                    *optional_answered.entry(role).or_default() += 1;
+                    *answers.optional_answered.entry(role).or_default() += 1;
                 }
                 None
             }
@@ -132,36 +205,58 @@ pub async fn sample<M: MetricsSource>(
             error,
         });
     }
-    for (role, plan) in &plans {
-        let role_readings = readings.remove(role.name.as_str()).unwrap_or_default();
-        let mut observation = mds_signals::observe_role(&RoleInputs {
-            kind: &role.kind(),
-            // The endpoints totals are estimated for and coverage is judged against (D9).
-            ready_replicas: plan.required_ready
-                + optional_answered
-                    .get(role.name.as_str())
-                    .copied()
-                    .unwrap_or(0),
-            readings: &role_readings,
-            interval_seconds,
-            now,
-        });
-        // Capacity counts serving replicas: instances whose members are all ready.
-        observation.ready_replicas = ready_instances(md, pods, &role.name);
-        // D6: more eligible Pods than the cap, or Pods whose address is unusable, leave the
-        // role's coverage incomplete.
-        if plan.capped || !plan.unusable.is_empty() {
-            observation.coverage_complete = false;
-        }
-        // D10: no usable reading now, and the newest valid one expired.
-        observation.expire(
-            store.newest_valid_reading(&role.name),
-            interval_seconds,
-            now,
-        );
-        sampling.observations.insert(role.name.clone(), observation);
+    answers
+}
+
+/// One role's observation from its readings (taken out of `answers`): totals are estimated
+/// for, and coverage judged against, its required ready Pods plus the opted-in ones that
+/// answered (D9); capacity counts its ready instances; a capped plan or unusable Pods leave
+/// coverage incomplete (D6); and with no usable reading now, the newest valid one expires
+/// (D10).
+fn observe(
+    store: &SampleStore,
+    pass: Pass<'_>,
+    role: &TargetRole,
+    plan: &ScrapePlan,
+    answers: &mut Answers<'_>,
+) -> RoleObservation {
+    let Pass {
+        md,
+        pods,
+        interval_seconds,
+        now,
+    } = pass;
+    let role_readings = answers
+        .readings
+        .remove(role.name.as_str())
+        .unwrap_or_default();
+    let mut observation = mds_signals::observe_role(&RoleInputs {
+        kind: &role.kind(),
+        // The endpoints totals are estimated for and coverage is judged against (D9).
+        ready_replicas: plan.required_ready
+            + answers
+                .optional_answered
+                .get(role.name.as_str())
+                .copied()
+                .unwrap_or(0),
+        readings: &role_readings,
+        interval_seconds,
+        now,
+    });
+    // Capacity counts serving replicas: instances whose members are all ready.
+    observation.ready_replicas = ready_instances(md, pods, &role.name);
+    // D6: more eligible Pods than the cap, or Pods whose address is unusable, leave the
+    // role's coverage incomplete.
+    if plan.capped || !plan.unusable.is_empty() {
+        observation.coverage_complete = false;
     }
-    sampling
+    // D10: no usable reading now, and the newest valid one expired.
+    observation.expire(
+        store.newest_valid_reading(&role.name),
+        interval_seconds,
+        now,
+    );
+    observation
 }
 
 /// When one page arrived, on the source's clock (none when it keeps none), and how long its
@@ -190,12 +285,7 @@ async fn fetch_one<'a, M: MetricsSource>(
     engine_kind: EngineKind,
     role: &'a str,
     target: &ScrapeTarget,
-) -> (
-    &'a str,
-    String,
-    FetchTimes,
-    Result<EngineSample, ScrapeError>,
-) {
+) -> Page<'a> {
     let began = metrics.now();
     // Only the families the adapter reads are parsed; no notes for inspection.
     let page = metrics

@@ -5,6 +5,10 @@
 
 use std::fmt::Write as _;
 
+mod scatter;
+
+pub use scatter::{Dot, scatter};
+
 /// Colours that stay apart in print and for the common colour-vision deficiencies.
 pub const PALETTE: [&str; 8] = [
     "#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000", "#999999",
@@ -173,6 +177,30 @@ impl LineChart {
             .filter(|(x, y)| x.is_finite() && y.is_finite())
             .collect();
         let drawn = points.len();
+        let scale = self.fit(&points);
+        let mut svg = String::new();
+        let _ = write!(
+            svg,
+            r#"<svg id="{id}" class="chart" data-points="{drawn}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{title}" xmlns="http://www.w3.org/2000/svg">"#,
+            id = escape(&self.id),
+            title = escape(&self.title),
+        );
+        let _ = write!(
+            svg,
+            r#"<text x="{LEFT}" y="16" class="title">{}</text>"#,
+            escape(&self.title)
+        );
+        self.grid(&mut svg, &scale);
+        self.bands_and_marks(&mut svg, &scale);
+        self.reference_lines(&mut svg, &scale);
+        self.series_and_legend(&mut svg, &scale);
+        svg.push_str("</svg>");
+        svg
+    }
+
+    /// The axes' ranges fitted to the finite `points` and the references (or the window),
+    /// and the plot's size once the legend's column takes its room.
+    fn fit(&self, points: &[(f64, f64)]) -> Scale {
         let x_max = points.iter().map(|p| p.0).fold(1.0, f64::max);
         let (x_min, x_max) = self.window.map_or((0.0, x_max), |w| w.0);
         let floor = if self.log_y { 1e-3 } else { 0.0 };
@@ -204,31 +232,21 @@ impl LineChart {
             .max()
             .unwrap_or(0);
         let right = RIGHT.max(36.0 + CHAR_WIDTH * longest as f64);
-        let plot_w = WIDTH - LEFT - right;
-        let plot_h = HEIGHT - TOP - BOTTOM;
-        let sx =
-            |x: f64| LEFT + ((x - x_min) / (x_max - x_min).max(1e-12)).clamp(0.0, 1.0) * plot_w;
-        let sy = |y: f64| {
-            let f = if self.log_y {
-                (y.max(y_min).ln() - y_min.ln()) / (y_max.ln() - y_min.ln())
-            } else {
-                (y - y_min) / (y_max - y_min)
-            };
-            TOP + plot_h * (1.0 - f.clamp(0.0, 1.0))
-        };
-        let mut svg = String::new();
-        let _ = write!(
-            svg,
-            r#"<svg id="{id}" class="chart" data-points="{drawn}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{title}" xmlns="http://www.w3.org/2000/svg">"#,
-            id = escape(&self.id),
-            title = escape(&self.title),
-        );
-        let _ = write!(
-            svg,
-            r#"<text x="{LEFT}" y="16" class="title">{}</text>"#,
-            escape(&self.title)
-        );
-        // Grid and ticks.
+        Scale {
+            x_min,
+            x_max,
+            y_min,
+            y_max,
+            log_y: self.log_y,
+            plot_w: WIDTH - LEFT - right,
+            plot_h: HEIGHT - TOP - BOTTOM,
+        }
+    }
+
+    /// The grid with its ticks (on a log axis, 1, 2 and 5 of each decade), the frame and
+    /// the axis labels.
+    fn grid(&self, svg: &mut String, scale: &Scale) {
+        let (y_min, y_max) = (scale.y_min, scale.y_max);
         let y_ticks = if self.log_y {
             let mut t = Vec::new();
             let mut v = 10f64.powf(y_min.log10().ceil());
@@ -244,25 +262,30 @@ impl LineChart {
         } else {
             ticks(y_min, y_max, 5)
         };
-        let y_ticks: Vec<(f64, f64)> = y_ticks.iter().map(|t| (sy(*t), *t)).collect();
-        let x_ticks: Vec<(f64, f64)> = ticks(x_min, x_max, 8)
+        let y_ticks: Vec<(f64, f64)> = y_ticks.iter().map(|t| (scale.y(*t), *t)).collect();
+        let x_ticks: Vec<(f64, f64)> = ticks(scale.x_min, scale.x_max, 8)
             .into_iter()
-            .map(|t| (sx(t), t))
+            .map(|t| (scale.x(t), t))
             .collect();
         axes(
-            &mut svg,
+            svg,
             &Axes {
                 y_ticks: &y_ticks,
                 x_ticks: &x_ticks,
-                plot_w,
-                plot_h,
+                plot_w: scale.plot_w,
+                plot_h: scale.plot_h,
                 height: HEIGHT,
                 x_label: &self.x_label,
                 y_label: &self.y_label,
             },
         );
+    }
+
+    /// The shaded bands, with their labels as tooltips, and the marks along the x axis.
+    fn bands_and_marks(&self, svg: &mut String, scale: &Scale) {
+        let plot_h = scale.plot_h;
         for (x0, x1, label) in &self.bands {
-            let (a, b) = (sx(x0.max(0.0)), sx(x1.min(x_max).max(*x0)));
+            let (a, b) = (scale.x(x0.max(0.0)), scale.x(x1.min(scale.x_max).max(*x0)));
             let _ = write!(
                 svg,
                 r#"<rect x="{a:.1}" y="{TOP}" width="{w:.1}" height="{plot_h}" class="band"><title>{t}</title></rect>"#,
@@ -271,7 +294,7 @@ impl LineChart {
             );
         }
         for (x, colour) in &self.marks {
-            let x = sx(*x);
+            let x = scale.x(*x);
             let _ = write!(
                 svg,
                 r#"<line x1="{x:.1}" x2="{x:.1}" y1="{y1}" y2="{y2}" stroke="{colour}" class="mark"/>"#,
@@ -279,10 +302,17 @@ impl LineChart {
                 y2 = TOP + plot_h,
             );
         }
+    }
+
+    /// The horizontal reference lines with their labels.
+    fn reference_lines(&self, svg: &mut String, scale: &Scale) {
         // Reference labels sit above their line, pushed down from the top one by one so
         // close lines' labels do not overlap.
-        let mut references: Vec<(&String, f64)> =
-            self.references.iter().map(|(l, v)| (l, sy(*v))).collect();
+        let mut references: Vec<(&String, f64)> = self
+            .references
+            .iter()
+            .map(|(l, v)| (l, scale.y(*v)))
+            .collect();
         references.sort_by(|a, b| a.1.total_cmp(&b.1));
         let mut next_free = TOP + 10.0;
         for (label, y) in references {
@@ -292,68 +322,101 @@ impl LineChart {
                 svg,
                 r#"<line x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}" class="reference"/><text x="{tx}" y="{ty:.1}" class="tick reference-label">{}</text>"#,
                 escape(label),
-                x2 = LEFT + plot_w,
+                x2 = LEFT + scale.plot_w,
                 tx = LEFT + 6.0,
             );
         }
+    }
+
+    /// Each series' line, and its entry in the legend's column.
+    fn series_and_legend(&self, svg: &mut String, scale: &Scale) {
         // Legend rows fit the chart's height however many series there are.
         let row = (16.0_f64)
             .min((HEIGHT - TOP - 10.0) / self.series.len().max(1) as f64)
             .max(LINE);
         for (i, s) in self.series.iter().enumerate() {
-            let mut d = String::new();
-            let mut last: Option<(f64, f64)> = None;
-            for &(x, y) in s
-                .points
-                .iter()
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
-            {
-                let (px, py) = (sx(x), sy(y));
-                match last {
-                    None => {
-                        let _ = write!(d, "M{px:.1},{py:.1}");
-                    }
-                    Some(_) if s.steps => {
-                        let _ = write!(d, "H{px:.1}V{py:.1}");
-                    }
-                    Some(_) => {
-                        let _ = write!(d, "L{px:.1},{py:.1}");
-                    }
-                }
-                last = Some((px, py));
-            }
+            let d = path(s, scale);
+            let dash = if s.dashed {
+                r#" stroke-dasharray="5 3""#
+            } else {
+                ""
+            };
             if !d.is_empty() {
                 let _ = write!(
                     svg,
                     r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="1.6"{dash} class="series"/>"#,
                     c = s.colour,
-                    dash = if s.dashed {
-                        r#" stroke-dasharray="5 3""#
-                    } else {
-                        ""
-                    },
                 );
             }
             let ly = TOP + 10.0 + row * i as f64;
-            let lx = LEFT + plot_w + 8.0;
+            let lx = LEFT + scale.plot_w + 8.0;
             let _ = write!(
                 svg,
                 r#"<line x1="{lx}" x2="{x2}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/><text x="{tx}" y="{ty}" class="legend">{name}</text>"#,
                 x2 = lx + 18.0,
                 c = s.colour,
-                dash = if s.dashed {
-                    r#" stroke-dasharray="5 3""#
-                } else {
-                    ""
-                },
                 tx = lx + 22.0,
                 ty = ly + 4.0,
                 name = escape(&s.name),
             );
         }
-        svg.push_str("</svg>");
-        svg
     }
+}
+
+/// A line chart's axes in pixels: the ranges drawn and the plot's size.
+struct Scale {
+    x_min: f64,
+    x_max: f64,
+    y_min: f64,
+    y_max: f64,
+    log_y: bool,
+    plot_w: f64,
+    plot_h: f64,
+}
+
+impl Scale {
+    /// The pixel column of `x`, held inside the plot.
+    fn x(&self, x: f64) -> f64 {
+        LEFT + ((x - self.x_min) / (self.x_max - self.x_min).max(1e-12)).clamp(0.0, 1.0)
+            * self.plot_w
+    }
+
+    /// The pixel row of `y`, held inside the plot.
+    fn y(&self, y: f64) -> f64 {
+        let (y_min, y_max) = (self.y_min, self.y_max);
+        let f = if self.log_y {
+            (y.max(y_min).ln() - y_min.ln()) / (y_max.ln() - y_min.ln())
+        } else {
+            (y - y_min) / (y_max - y_min)
+        };
+        TOP + self.plot_h * (1.0 - f.clamp(0.0, 1.0))
+    }
+}
+
+/// A series' finite points as an SVG path: joined, or held as steps; empty when none is.
+fn path(s: &Series, scale: &Scale) -> String {
+    let mut d = String::new();
+    let mut last: Option<(f64, f64)> = None;
+    for &(x, y) in s
+        .points
+        .iter()
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+    {
+        let (px, py) = (scale.x(x), scale.y(y));
+        match last {
+            None => {
+                let _ = write!(d, "M{px:.1},{py:.1}");
+            }
+            Some(_) if s.steps => {
+                let _ = write!(d, "H{px:.1}V{py:.1}");
+            }
+            Some(_) => {
+                let _ = write!(d, "L{px:.1},{py:.1}");
+            }
+        }
+        last = Some((px, py));
+    }
+    d
 }
 
 /// A box on a chart in pixels: x from, x to, y from, y to.
@@ -397,161 +460,6 @@ impl Labels {
         self.taken.push(label_area(spot.0, width, spot.1));
         Some(spot)
     }
-}
-
-/// One policy in the scatter.
-pub struct Dot {
-    pub name: String,
-    pub x: f64,
-    pub y: f64,
-    pub ours: bool,
-}
-
-/// Attainment against GPU-hours across policies, with a vertical reference (Oracle B); and
-/// the names of the dots left unlabelled for want of room.
-pub fn scatter(
-    id: &str,
-    title: &str,
-    dots: &[Dot],
-    reference: Option<(String, f64)>,
-) -> (String, Vec<String>) {
-    let drawn = dots
-        .iter()
-        .filter(|d| d.x.is_finite() && d.y.is_finite())
-        .count();
-    let x_max = dots
-        .iter()
-        .map(|d| d.x)
-        .chain(reference.as_ref().map(|r| r.1))
-        .fold(0.1, f64::max)
-        * 1.1;
-    // The y axis fitted to the dots: from a round number a little under the lowest to 100 %.
-    let lowest = dots
-        .iter()
-        .map(|d| d.y)
-        .filter(|y| y.is_finite())
-        .fold(100.0, f64::min);
-    let under = (lowest - ((100.0 - lowest) * 0.15).max(0.5)).max(0.0);
-    let step = round_step(100.0 - under, 5);
-    let y_min = (under / step).floor() * step;
-    let (w, h) = (WIDTH, 340.0);
-    let plot_w = w - LEFT - RIGHT;
-    let plot_h = h - TOP - BOTTOM;
-    let sx = |x: f64| LEFT + x / x_max * plot_w;
-    // Headroom above 100 % for the labels of the policies that meet every request.
-    let y_top = 100.0 + (100.0 - y_min) * 0.12;
-    let sy = |y: f64| TOP + plot_h * (1.0 - ((y - y_min) / (y_top - y_min)).clamp(0.0, 1.0));
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg id="{id}" class="chart" data-points="{drawn}" viewBox="0 0 {w} {h}" role="img" aria-label="{t}" xmlns="http://www.w3.org/2000/svg"><text x="{LEFT}" y="16" class="title">{t}</text>"#,
-        id = escape(id),
-        t = escape(title),
-    );
-    let y_ticks: Vec<(f64, f64)> = ticks(y_min, 100.0, 5)
-        .into_iter()
-        .map(|t| (sy(t), t))
-        .collect();
-    let x_ticks: Vec<(f64, f64)> = ticks(0.0, x_max, 8)
-        .into_iter()
-        .map(|t| (sx(t), t))
-        .collect();
-    axes(
-        &mut svg,
-        &Axes {
-            y_ticks: &y_ticks,
-            x_ticks: &x_ticks,
-            plot_w,
-            plot_h,
-            height: h,
-            x_label: "GPU-hours",
-            y_label: "SLO attainment (%)",
-        },
-    );
-    // The colour legend: ours and the peers.
-    let lx = w - RIGHT - 150.0;
-    let _ = write!(
-        svg,
-        r#"<g class="legend"><circle cx="{c0:.1}" cy="12" r="5" fill="{ours}"/><text x="{t0:.1}" y="16" class="tick">ours (mds)</text><circle cx="{c1:.1}" cy="12" r="4" fill="{peers}"/><text x="{t1:.1}" y="16" class="tick">peers</text></g>"#,
-        c0 = lx,
-        t0 = lx + 8.0,
-        c1 = lx + 90.0,
-        t1 = lx + 98.0,
-        ours = PALETTE[0],
-        peers = PALETTE[1],
-    );
-    // The labels' room: inside the chart, clear of the reference's label and every dot.
-    let mut labels = Labels {
-        taken: Vec::new(),
-        x: (LEFT + 2.0, w - 2.0),
-        baseline: (TOP + 10.0, TOP + plot_h - 2.0),
-    };
-    if let Some((label, x)) = &reference {
-        let px = sx(*x);
-        let (tx, ty) = (px + 4.0, TOP + plot_h - 6.0);
-        labels.taken.push(label_area(
-            tx,
-            CHAR_WIDTH * label.chars().count() as f64,
-            ty,
-        ));
-        let _ = write!(
-            svg,
-            r#"<line x1="{px:.1}" x2="{px:.1}" y1="{TOP}" y2="{y2}" class="reference"/><text x="{tx:.1}" y="{ty}" class="tick reference-label">{}</text>"#,
-            escape(label),
-            y2 = TOP + plot_h,
-        );
-    }
-    let mut order: Vec<&Dot> = dots
-        .iter()
-        .filter(|d| d.x.is_finite() && d.y.is_finite())
-        .collect();
-    order.sort_by(|a, b| a.x.total_cmp(&b.x));
-    for d in &order {
-        let (cx, cy) = (sx(d.x), sy(d.y));
-        labels.taken.push((cx - 5.0, cx + 5.0, cy - 5.0, cy + 5.0));
-    }
-    let mut unlabelled = Vec::new();
-    for d in order {
-        let (cx, cy) = (sx(d.x), sy(d.y));
-        let colour = if d.ours { PALETTE[0] } else { PALETTE[1] };
-        let width = CHAR_WIDTH * d.name.chars().count() as f64;
-        let spot = labels.place(cx, cy, width);
-        let _ = write!(
-            svg,
-            r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="{r}" fill="{colour}" class="dot"><title>{name}: {y:.1} %, {x:.2} GPU-h</title></circle>"#,
-            r = if d.ours { 5 } else { 4 },
-            name = escape(&d.name),
-            y = d.y,
-            x = d.x,
-        );
-        // Nowhere clear (a crowd of dots): the dot keeps its name in its tooltip, and the
-        // caller names it under the chart.
-        match spot {
-            Some((x0, ty)) => {
-                // A label moved off its dot's line is tied to it by a thin line.
-                if (ty - (cy + 4.0)).abs() > LINE / 2.0 {
-                    let (from, to) = if x0 > cx {
-                        (cx + 5.0, x0 - 1.0)
-                    } else {
-                        (cx - 5.0, x0 + width + 1.0)
-                    };
-                    let _ = write!(
-                        svg,
-                        r#"<line x1="{from:.1}" y1="{cy:.1}" x2="{to:.1}" y2="{y:.1}" class="leader"/>"#,
-                        y = ty - 4.0,
-                    );
-                }
-                let _ = write!(
-                    svg,
-                    r#"<text x="{x0:.1}" y="{ty:.1}" class="label">{}</text>"#,
-                    escape(&d.name)
-                );
-            }
-            None => unlabelled.push(d.name.clone()),
-        }
-    }
-    svg.push_str("</svg>");
-    (svg, unlabelled)
 }
 
 #[cfg(test)]

@@ -140,47 +140,7 @@ async fn serve(args: &Args) -> Result<(), String> {
     let webhook_shutdown = shutdown_tx.clone();
     let webhook_failure: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     tokio::spawn(shutdown_on(stop_signal(), shutdown_tx));
-    let listeners = if args.metrics_bind_address == args.health_probe_bind_address {
-        vec![(
-            args.metrics_bind_address,
-            Endpoints {
-                metrics: true,
-                probes: true,
-            },
-        )]
-    } else {
-        vec![
-            (
-                args.metrics_bind_address,
-                Endpoints {
-                    metrics: true,
-                    probes: false,
-                },
-            ),
-            (
-                args.health_probe_bind_address,
-                Endpoints {
-                    metrics: false,
-                    probes: true,
-                },
-            ),
-        ]
-    };
-    for (addr, endpoints) in listeners {
-        let listener = telemetry::bind(addr)
-            .await
-            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let mut stop = shutdown_rx.clone();
-        let telemetry = telemetry.clone();
-        tokio::spawn(telemetry::serve(
-            listener,
-            telemetry,
-            endpoints,
-            async move {
-                let _ = stop.wait_for(|s| *s).await;
-            },
-        ));
-    }
+    serve_telemetry(args, &telemetry, &shutdown_rx).await?;
     if let (Some(cert), Some(key)) = (&args.webhook_cert, &args.webhook_key) {
         let options = super::webhook::WebhookOptions {
             cert: cert.clone(),
@@ -212,57 +172,8 @@ async fn serve(args: &Args) -> Result<(), String> {
         });
     }
     let identity = identity(args);
-    let election = if args.leader_elect {
-        Election::start(
-            client.clone(),
-            &LeaseConfig {
-                namespace: args.leader_election_namespace.clone(),
-                name: args.leader_election_id.clone(),
-                identity: identity.clone(),
-                duration_seconds: args.lease_duration_seconds,
-                grace_seconds: args.lease_renew_grace_seconds,
-            },
-        )
-        .await
-        .map_err(|e| format!("leader election cannot start: {e}"))?
-    } else {
-        Election::single()
-    };
-    {
-        // /readyz turns false while the lease this replica holds cannot be confirmed.
-        let (mut healthy, telemetry) = (election.healthy.clone(), telemetry.clone());
-        tokio::spawn(async move {
-            loop {
-                let now = *healthy.borrow_and_update();
-                telemetry
-                    .lease_healthy
-                    .store(now, std::sync::atomic::Ordering::Release);
-                if healthy.changed().await.is_err() {
-                    return;
-                }
-            }
-        });
-    }
-    let ca_pem = match &args.scrape_ca_file {
-        Some(path) => {
-            Some(std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?)
-        }
-        None => None,
-    };
-    let config = ControllerConfig {
-        namespace: args.namespace.clone(),
-        target_version: TargetApiVersion::parse(&args.target_api_version).unwrap_or_default(),
-        scrape: ScrapeConfig {
-            timeout: Duration::from_millis(args.scrape_timeout_ms),
-            concurrency: args.scrape_concurrency as usize,
-            max_bytes_in_flight: args.scrape_max_mib_in_flight * 1024 * 1024,
-            tls_insecure: args.scrape_tls_insecure,
-            ca_pem,
-            ..ScrapeConfig::default()
-        },
-        max_concurrent_passes: args.max_concurrent_passes as usize,
-        instance: identity,
-    };
+    let election = elect(args, client, &identity, &telemetry).await?;
+    let config = controller_config(args, identity)?;
     tracing::info!(
         namespace = args.namespace.as_deref().unwrap_or("<all>"),
         leader_elect = args.leader_elect,
@@ -283,6 +194,119 @@ async fn serve(args: &Args) -> Result<(), String> {
         Some(e) => Err(e),
         None => result,
     }
+}
+
+/// `/metrics` and the probes on their addresses (one listener when both are the same), until
+/// shutdown; a port that cannot be bound stops the start.
+async fn serve_telemetry(
+    args: &Args,
+    telemetry: &Arc<Telemetry>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(), String> {
+    let listeners = if args.metrics_bind_address == args.health_probe_bind_address {
+        vec![(
+            args.metrics_bind_address,
+            Endpoints {
+                metrics: true,
+                probes: true,
+            },
+        )]
+    } else {
+        vec![
+            (
+                args.metrics_bind_address,
+                Endpoints {
+                    metrics: true,
+                    probes: false,
+                },
+            ),
+            (
+                args.health_probe_bind_address,
+                Endpoints {
+                    metrics: false,
+                    probes: true,
+                },
+            ),
+        ]
+    };
+    for (addr, endpoints) in listeners {
+        let listener = telemetry::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let mut stop = shutdown.clone();
+        tokio::spawn(telemetry::serve(
+            listener,
+            telemetry.clone(),
+            endpoints,
+            async move {
+                let _ = stop.wait_for(|s| *s).await;
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// The lease election with `--leader-elect`, else a lone leader; `/readyz` turns false while a
+/// lease this replica holds cannot be confirmed.
+async fn elect(
+    args: &Args,
+    client: kube::Client,
+    identity: &str,
+    telemetry: &Arc<Telemetry>,
+) -> Result<Election, String> {
+    let election = if args.leader_elect {
+        Election::start(
+            client,
+            &LeaseConfig {
+                namespace: args.leader_election_namespace.clone(),
+                name: args.leader_election_id.clone(),
+                identity: identity.to_string(),
+                duration_seconds: args.lease_duration_seconds,
+                grace_seconds: args.lease_renew_grace_seconds,
+            },
+        )
+        .await
+        .map_err(|e| format!("leader election cannot start: {e}"))?
+    } else {
+        Election::single()
+    };
+    let (mut healthy, telemetry) = (election.healthy.clone(), telemetry.clone());
+    tokio::spawn(async move {
+        loop {
+            let now = *healthy.borrow_and_update();
+            telemetry
+                .lease_healthy
+                .store(now, std::sync::atomic::Ordering::Release);
+            if healthy.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(election)
+}
+
+/// The runtime's configuration from the flags (the scrape CA read from its file).
+fn controller_config(args: &Args, identity: String) -> Result<ControllerConfig, String> {
+    let ca_pem = match &args.scrape_ca_file {
+        Some(path) => {
+            Some(std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    Ok(ControllerConfig {
+        namespace: args.namespace.clone(),
+        target_version: TargetApiVersion::parse(&args.target_api_version).unwrap_or_default(),
+        scrape: ScrapeConfig {
+            timeout: Duration::from_millis(args.scrape_timeout_ms),
+            concurrency: args.scrape_concurrency as usize,
+            max_bytes_in_flight: args.scrape_max_mib_in_flight * 1024 * 1024,
+            tls_insecure: args.scrape_tls_insecure,
+            ca_pem,
+            ..ScrapeConfig::default()
+        },
+        max_concurrent_passes: args.max_concurrent_passes as usize,
+        instance: identity,
+    })
 }
 
 pub fn run(args: &Args) -> ExitCode {

@@ -12,6 +12,7 @@ mod simulate_compare;
 mod simulate_faults;
 mod simulate_frontier;
 mod simulate_io;
+mod simulate_options;
 mod simulate_suggest;
 pub mod validate;
 pub mod webhook;

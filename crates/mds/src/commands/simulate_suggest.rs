@@ -99,6 +99,18 @@ fn peers(out: &mut String, s: &Suggestion) {
 
 fn report(case: &Case, s: &Suggestion) -> String {
     let mut out = String::new();
+    let refusals = header(&mut out, case, s);
+    trials(&mut out, s);
+    match (&s.chosen, &s.fragment) {
+        (Some(c), Some(fragment)) => suggested(&mut out, s, c, fragment),
+        _ => nothing_meets(&mut out, case, s, refusals),
+    }
+    out
+}
+
+/// The run's header: the goal and SLO, the world, the guards pasted, requests refused by the
+/// profile's context and the knee; returns the refusals for the closing advice.
+fn header(out: &mut String, case: &Case, s: &Suggestion) -> Option<mds_simulate::slo::Refusals> {
     let i = case.options;
     let _ = writeln!(
         out,
@@ -143,6 +155,11 @@ fn report(case: &Case, s: &Suggestion) -> String {
             knees.join(", ")
         );
     }
+    refusals
+}
+
+/// One line per factor tried, the cheapest within the goal marked.
+fn trials(out: &mut String, s: &Suggestion) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -165,88 +182,97 @@ fn report(case: &Case, s: &Suggestion) -> String {
             targets(t)
         );
     }
-    match (&s.chosen, &s.fragment) {
-        (Some(c), Some(fragment)) => {
-            let slack = c.attainment.unwrap_or(0.0) - s.goal;
-            let cheaper_miss = s
-                .trials
-                .iter()
-                .filter(|t| t.gpu_hours < c.gpu_hours)
-                .filter_map(|t| Some((t, t.attainment?)))
-                .max_by(|a, b| a.1.total_cmp(&b.1));
-            let _ = writeln!(
-                out,
-                "\nsuggested: {} gives {:.1} % at {:.2} GPU-hours, {:.1} points above the goal",
-                targets(c),
-                c.attainment.unwrap_or(0.0) * 100.0,
-                c.gpu_hours,
-                slack * 100.0
-            );
-            if let Some((t, a)) = cheaper_miss {
-                let _ = writeln!(
-                    out,
-                    "  the best cheaper setting tried ({}) gives {:.1} % at {:.2} GPU-hours{}",
-                    targets(t),
-                    a * 100.0,
-                    t.gpu_hours,
-                    if t.above_knee { ", above the knee" } else { "" }
-                );
-            }
-            if let Some(tuned) = &s.tuned {
-                tuning(&mut out, tuned, s.goal);
-            }
-            peers(&mut out, s);
-            let _ = writeln!(out, "\npaste into the scaler's spec:\n{fragment}");
-        }
-        _ => {
-            let _ = writeln!(
-                out,
-                "\nno setting tried meets {:.1} %: raise the roles' maxReplicas, relax the SLO or lower the goal",
-                s.goal * 100.0
-            );
-            let over = s
-                .trials
-                .iter()
-                .filter(|t| t.above_knee && t.violations == 0)
-                .filter(|t| t.attainment.is_some_and(|a| a >= s.goal))
-                .min_by(|a, b| a.gpu_hours.total_cmp(&b.gpu_hours));
-            if let Some(t) = over {
-                let _ = writeln!(
-                    out,
-                    "  {} meets it at {:.2} GPU-hours, but above the knee: one replica does not serve that within the SLO, the latency guard would be scaling",
-                    targets(t),
-                    t.gpu_hours
-                );
-            }
-            if s.unattainable_share > 0.0 {
-                let ceiling = 1.0 - s.unattainable_share;
-                let _ = writeln!(
-                    out,
-                    "  {:.1} % of the requests cannot meet the SLO at any count of replicas (on an idle replica their TTFT or decode step is over the objective): no setting passes {:.1} %{}",
-                    s.unattainable_share * 100.0,
-                    ceiling * 100.0,
-                    if ceiling < s.goal {
-                        ", below the goal; relax the SLO (for long prompts --slo-ttft BASE+TIME/1k or --slo-scale K) or lower the goal"
-                    } else {
-                        ""
-                    }
-                );
-            }
-            if let Some(r) = refusals.filter(|r| r.share > 1.0 - s.goal) {
-                let _ = writeln!(
-                    out,
-                    "  {:.1} % of the requests are refused by {}'s context, more than the goal leaves: {}",
-                    r.share * 100.0,
-                    i.profile.name,
-                    match &r.fits {
-                        Some((name, _)) => format!("--profile {name}"),
-                        None => "a profile with a longer context".into(),
-                    }
-                );
-            }
-        }
+}
+
+/// The suggestion: what it gives, the best cheaper miss, the tuned settings, the peers and the
+/// fragment to paste.
+fn suggested(out: &mut String, s: &Suggestion, c: &Trial, fragment: &str) {
+    let slack = c.attainment.unwrap_or(0.0) - s.goal;
+    let cheaper_miss = s
+        .trials
+        .iter()
+        .filter(|t| t.gpu_hours < c.gpu_hours)
+        .filter_map(|t| Some((t, t.attainment?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let _ = writeln!(
+        out,
+        "\nsuggested: {} gives {:.1} % at {:.2} GPU-hours, {:.1} points above the goal",
+        targets(c),
+        c.attainment.unwrap_or(0.0) * 100.0,
+        c.gpu_hours,
+        slack * 100.0
+    );
+    if let Some((t, a)) = cheaper_miss {
+        let _ = writeln!(
+            out,
+            "  the best cheaper setting tried ({}) gives {:.1} % at {:.2} GPU-hours{}",
+            targets(t),
+            a * 100.0,
+            t.gpu_hours,
+            if t.above_knee { ", above the knee" } else { "" }
+        );
     }
-    out
+    if let Some(tuned) = &s.tuned {
+        tuning(out, tuned, s.goal);
+    }
+    peers(out, s);
+    let _ = writeln!(out, "\npaste into the scaler's spec:\n{fragment}");
+}
+
+/// No setting meets the goal: say what would (above the knee), which requests no count of
+/// replicas serves in time, and which the profile's context refuses.
+fn nothing_meets(
+    out: &mut String,
+    case: &Case,
+    s: &Suggestion,
+    refusals: Option<mds_simulate::slo::Refusals>,
+) {
+    let i = case.options;
+    let _ = writeln!(
+        out,
+        "\nno setting tried meets {:.1} %: raise the roles' maxReplicas, relax the SLO or lower the goal",
+        s.goal * 100.0
+    );
+    let over = s
+        .trials
+        .iter()
+        .filter(|t| t.above_knee && t.violations == 0)
+        .filter(|t| t.attainment.is_some_and(|a| a >= s.goal))
+        .min_by(|a, b| a.gpu_hours.total_cmp(&b.gpu_hours));
+    if let Some(t) = over {
+        let _ = writeln!(
+            out,
+            "  {} meets it at {:.2} GPU-hours, but above the knee: one replica does not serve that within the SLO, the latency guard would be scaling",
+            targets(t),
+            t.gpu_hours
+        );
+    }
+    if s.unattainable_share > 0.0 {
+        let ceiling = 1.0 - s.unattainable_share;
+        let _ = writeln!(
+            out,
+            "  {:.1} % of the requests cannot meet the SLO at any count of replicas (on an idle replica their TTFT or decode step is over the objective): no setting passes {:.1} %{}",
+            s.unattainable_share * 100.0,
+            ceiling * 100.0,
+            if ceiling < s.goal {
+                ", below the goal; relax the SLO (for long prompts --slo-ttft BASE+TIME/1k or --slo-scale K) or lower the goal"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(r) = refusals.filter(|r| r.share > 1.0 - s.goal) {
+        let _ = writeln!(
+            out,
+            "  {:.1} % of the requests are refused by {}'s context, more than the goal leaves: {}",
+            r.share * 100.0,
+            i.profile.name,
+            match &r.fits {
+                Some((name, _)) => format!("--profile {name}"),
+                None => "a profile with a longer context".into(),
+            }
+        );
+    }
 }
 
 /// `--suggest --metrics FILE`: each role's knee from a recorded timeline (the `mds replay`

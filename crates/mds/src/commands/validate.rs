@@ -108,6 +108,56 @@ pub fn check_inputs(
     out: &mut String,
     err: &mut String,
 ) -> Outcome {
+    let (parsed, mut outcome) = parse_inputs(inputs, err);
+    let placed: Vec<Placed> = parsed
+        .iter()
+        .flat_map(|(input, docs)| docs.iter().map(move |doc| Placed { doc, input }))
+        .collect();
+
+    // The report goes where the YAML does not: stderr when --show-defaults prints YAML.
+    let mut report = String::new();
+    let mut yaml = String::new();
+    let (targets, read) = read_targets(&placed, &mut report);
+    outcome = outcome.max(read);
+    let target_docs: Vec<&Document> = placed
+        .iter()
+        .filter(|p| p.input.targets)
+        .map(|p| p.doc)
+        .collect();
+    let targets_given = inputs.iter().any(|i| i.targets);
+    let context = TargetContext {
+        targets: &targets,
+        targets_given,
+        target_file_holdings: holdings(&target_docs),
+        any_target_in_inputs: placed.iter().any(|p| p.doc.is("ModelDeployment")),
+    };
+
+    let mut scalers = 0;
+    for p in &placed {
+        let (scaler, checked) = check_document(p, &context, options, &mut report, &mut yaml, err);
+        scalers += usize::from(scaler);
+        outcome = outcome.max(checked);
+    }
+    if options.show_defaults {
+        err.push_str(&report);
+        out.push_str(&yaml);
+    } else {
+        out.push_str(&report);
+    }
+    if scalers == 0 && outcome == Outcome::Valid {
+        // Nothing was validated: in a pipeline that is a mistake, not a pass.
+        err.push_str(&super::error_line(&nothing_validated(&parsed, &targets)));
+        outcome = Outcome::Unreadable;
+    }
+    outcome
+}
+
+/// Each input's documents; an input that cannot be read or parsed is said on `err` and makes
+/// the outcome `Unreadable`.
+fn parse_inputs<'a>(
+    inputs: &'a [Input],
+    err: &mut String,
+) -> (Vec<(&'a Input, Vec<Document>)>, Outcome) {
     let mut outcome = Outcome::Valid;
     let mut parsed: Vec<(&Input, Vec<Document>)> = Vec::new();
     for input in inputs {
@@ -130,14 +180,12 @@ pub fn check_inputs(
             }
         }
     }
-    let placed: Vec<Placed> = parsed
-        .iter()
-        .flat_map(|(input, docs)| docs.iter().map(move |doc| Placed { doc, input }))
-        .collect();
+    (parsed, outcome)
+}
 
-    // The report goes where the YAML does not: stderr when --show-defaults prints YAML.
-    let mut report = String::new();
-    let mut yaml = String::new();
+/// The ModelDeployments among the documents; one that cannot be read is reported invalid.
+fn read_targets(placed: &[Placed], report: &mut String) -> (Vec<ModelDeployment>, Outcome) {
+    let mut outcome = Outcome::Valid;
     let mut targets: Vec<ModelDeployment> = Vec::new();
     for p in placed.iter().filter(|p| p.doc.is("ModelDeployment")) {
         match read_target(p.doc) {
@@ -148,104 +196,94 @@ pub fn check_inputs(
                     errors: findings,
                     warnings: vec![],
                 };
-                write_report(&mut report, &header, &findings);
+                write_report(report, &header, &findings);
                 outcome = outcome.max(Outcome::Invalid);
             }
         }
     }
-    let target_docs: Vec<&Document> = placed
-        .iter()
-        .filter(|p| p.input.targets)
-        .map(|p| p.doc)
-        .collect();
-    let targets_given = inputs.iter().any(|i| i.targets);
-    let context = TargetContext {
-        targets: &targets,
-        targets_given,
-        target_file_holdings: holdings(&target_docs),
-        any_target_in_inputs: placed.iter().any(|p| p.doc.is("ModelDeployment")),
-    };
+    (targets, outcome)
+}
 
-    let mut scalers = 0;
-    for p in &placed {
-        let doc = p.doc;
-        match (doc.kind(), doc.api_group()) {
-            (Some("ModelDeploymentScaler"), Some(GROUP)) if p.input.scalers => {
-                scalers += 1;
-                outcome = outcome.max(check_scaler(doc, &context, options, &mut report, &mut yaml));
-            }
-            (Some("ModelDeploymentScaler"), group) if p.input.scalers => {
-                let _ = writeln!(
-                    report,
-                    "{}: ModelDeploymentScaler {}: invalid\n  apiVersion: group {:?} is not {GROUP}; use apiVersion: {GROUP}/{VERSION}",
-                    doc.label(),
-                    doc.name().unwrap_or_default(),
-                    group.unwrap_or("")
-                );
-                outcome = outcome.max(Outcome::Invalid);
-            }
-            _ if doc.is("ModelDeployment") => {}
-            (kind, _) if p.input.scalers => {
-                err.push_str(&super::note_line(&format!(
-                    "{}: skipped: kind {:?} is not a ModelDeploymentScaler",
-                    doc.label(),
-                    kind.unwrap_or("<none>")
-                )));
-            }
-            (kind, _) => {
-                err.push_str(&super::note_line(&format!(
-                    "{}: skipped: --target files hold ModelDeployment documents, not kind {:?}",
-                    doc.label(),
-                    kind.unwrap_or("<none>")
-                )));
-            }
+/// One document: a scaler of our group is checked (the first value says it was one), a scaler
+/// of another group is invalid, anything else is skipped with a note.
+fn check_document(
+    p: &Placed,
+    context: &TargetContext,
+    options: Options,
+    report: &mut String,
+    yaml: &mut String,
+    err: &mut String,
+) -> (bool, Outcome) {
+    let doc = p.doc;
+    match (doc.kind(), doc.api_group()) {
+        (Some("ModelDeploymentScaler"), Some(GROUP)) if p.input.scalers => {
+            (true, check_scaler(doc, context, options, report, yaml))
+        }
+        (Some("ModelDeploymentScaler"), group) if p.input.scalers => {
+            let _ = writeln!(
+                report,
+                "{}: ModelDeploymentScaler {}: invalid\n  apiVersion: group {:?} is not {GROUP}; use apiVersion: {GROUP}/{VERSION}",
+                doc.label(),
+                doc.name().unwrap_or_default(),
+                group.unwrap_or("")
+            );
+            (false, Outcome::Invalid)
+        }
+        _ if doc.is("ModelDeployment") => (false, Outcome::Valid),
+        (kind, _) if p.input.scalers => {
+            err.push_str(&super::note_line(&format!(
+                "{}: skipped: kind {:?} is not a ModelDeploymentScaler",
+                doc.label(),
+                kind.unwrap_or("<none>")
+            )));
+            (false, Outcome::Valid)
+        }
+        (kind, _) => {
+            err.push_str(&super::note_line(&format!(
+                "{}: skipped: --target files hold ModelDeployment documents, not kind {:?}",
+                doc.label(),
+                kind.unwrap_or("<none>")
+            )));
+            (false, Outcome::Valid)
         }
     }
-    if options.show_defaults {
-        err.push_str(&report);
-        out.push_str(&yaml);
+}
+
+/// The error when no scaler was validated: the files read with -f and what they hold instead.
+fn nothing_validated(parsed: &[(&Input, Vec<Document>)], targets: &[ModelDeployment]) -> String {
+    let files: Vec<String> = parsed
+        .iter()
+        .filter(|(input, _)| input.scalers)
+        .map(|(input, docs)| {
+            let kinds: std::collections::BTreeSet<String> = docs
+                .iter()
+                .map(|d| d.kind().unwrap_or("a document without kind").to_string())
+                .collect();
+            let kinds: Vec<String> = kinds.into_iter().collect();
+            if kinds.is_empty() {
+                format!("{} holds no document", input.name)
+            } else {
+                format!(
+                    "{} holds {}",
+                    input.name,
+                    mds_api::suggest::and_list(&kinds)
+                )
+            }
+        })
+        .collect();
+    let hint = if targets.is_empty() {
+        String::new()
     } else {
-        out.push_str(&report);
-    }
-    if scalers == 0 && outcome == Outcome::Valid {
-        // Nothing was validated: in a pipeline that is a mistake, not a pass. Name the files
-        // read with -f and what they hold instead.
-        let files: Vec<String> = parsed
-            .iter()
-            .filter(|(input, _)| input.scalers)
-            .map(|(input, docs)| {
-                let kinds: std::collections::BTreeSet<String> = docs
-                    .iter()
-                    .map(|d| d.kind().unwrap_or("a document without kind").to_string())
-                    .collect();
-                let kinds: Vec<String> = kinds.into_iter().collect();
-                if kinds.is_empty() {
-                    format!("{} holds no document", input.name)
-                } else {
-                    format!(
-                        "{} holds {}",
-                        input.name,
-                        mds_api::suggest::and_list(&kinds)
-                    )
-                }
-            })
-            .collect();
-        let hint = if targets.is_empty() {
+        "; a ModelDeployment alone is checked as the --target of a scaler".to_string()
+    };
+    format!(
+        "no ModelDeploymentScaler documents found{}{hint}",
+        if files.is_empty() {
             String::new()
         } else {
-            "; a ModelDeployment alone is checked as the --target of a scaler".to_string()
-        };
-        err.push_str(&super::error_line(&format!(
-            "no ModelDeploymentScaler documents found{}{hint}",
-            if files.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", files.join("; "))
-            }
-        )));
-        outcome = Outcome::Unreadable;
-    }
-    outcome
+            format!(" ({})", files.join("; "))
+        }
+    )
 }
 
 /// What is known about targets when a scaler looks for its own.
