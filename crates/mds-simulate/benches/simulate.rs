@@ -18,31 +18,27 @@ use mds_simulate::frontier::{self, DEFAULT_PEERS, Grid, Policy, Search};
 use mds_simulate::profile::{DEFAULT_PROFILE, profile};
 use mds_simulate::roster::PeerName;
 use mds_simulate::run::{EngineModel, RunOptions, run, run_with};
+use mds_testdata::{mk_role, mk_scaler, mk_target};
 use serde_json::json;
 
 const TRACE: &str = include_str!("../../../data/traces/azure-2023-conv.csv");
 
 fn scaler() -> mds_api::ModelDeploymentScaler {
-    serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-        "metadata": {"name": "chat", "namespace": "default"},
-        "spec": {"targetRef": {"name": "chat"}, "mode": "Active",
-                 "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
-                 "algorithm": {"type": "TokenThroughput", "tokenThroughput": {
-                     "serverTargetTokensPerSecond": "4000",
-                     "ttftTargetMilliseconds": "500", "itlTargetMilliseconds": "50"}}}
-    }))
-    .expect("the example scaler")
+    mk_scaler("chat")
+        .namespace("default")
+        .role_bounds("server", 1, 8)
+        .algorithm(json!({"type": "TokenThroughput", "tokenThroughput": {
+            "serverTargetTokensPerSecond": "4000",
+            "ttftTargetMilliseconds": "500", "itlTargetMilliseconds": "50"}}))
+        .typed()
 }
 
 fn target() -> mds_api::target::ModelDeployment {
-    serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": "chat", "namespace": "default"},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
-                 "roles": [{"name": "server", "kind": "Server", "replicas": 2, "instanceType": "h100-pcie"}]}
-    }))
-    .expect("the example target")
+    let server = mk_role("server")
+        .kind("Server")
+        .replicas(2)
+        .instance_type("h100-pcie");
+    mk_target("chat").namespace("default").role(server).typed()
 }
 
 /// Seconds per run: median and best of `rounds`, and the simulated seconds of one run.

@@ -85,6 +85,12 @@ impl Role {
         self
     }
 
+    /// Without `instanceType`, as a role written with none.
+    pub fn no_instance_type(mut self) -> Role {
+        self.0.remove("instanceType");
+        self
+    }
+
     /// Sets any other field of the role (`extraArgs`...).
     pub fn field(mut self, key: &str, value: Value) -> Role {
         self.0.insert(key.into(), value);
@@ -153,6 +159,25 @@ impl Target {
 
     pub fn uid(mut self, uid: &str) -> Target {
         self.meta.set("uid", json!(uid));
+        self
+    }
+
+    /// `metadata.generation` (after [`Target::stored`], which sets 1).
+    pub fn generation(mut self, generation: i64) -> Target {
+        self.meta.set("generation", json!(generation));
+        self
+    }
+
+    /// An annotations map with no entries yet (`metadata.annotations: {}`), as on a target
+    /// whose last annotation was removed; [`Target::annotation`] adds to it.
+    pub fn empty_annotations(mut self) -> Target {
+        self.meta.0.entry("annotations").or_insert(json!({}));
+        self
+    }
+
+    /// Annotates the target with `key: value`.
+    pub fn annotation(mut self, key: &str, value: &str) -> Target {
+        self.meta.0.entry("annotations").or_insert(json!({}))[key] = json!(value);
         self
     }
 
@@ -261,6 +286,11 @@ impl Scaler {
     /// Sets any other spec field (`behavior`, `rebalance`...) to `value`.
     pub fn field(mut self, key: &str, value: Value) -> Scaler {
         self.spec.insert(key.into(), value);
+        self
+    }
+
+    pub fn namespace(mut self, namespace: &str) -> Scaler {
+        self.meta.set("namespace", json!(namespace));
         self
     }
 

@@ -8,31 +8,25 @@ use mds_simulate::compare::{self, Contender};
 use mds_simulate::profile::{DEFAULT_PROFILE, profile};
 use mds_simulate::roster::PeerName;
 use mds_simulate::run::{RunOptions, run};
+use mds_testdata::{mk_role, mk_scaler, mk_target};
 use serde_json::json;
 
 const CONV: &str = include_str!("../../../../data/traces/azure-2023-conv.csv");
 
 fn server_scaler(capacity: &str) -> mds_api::ModelDeploymentScaler {
-    serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-        "metadata": {"name": "chat", "namespace": "default"},
-        "spec": {"targetRef": {"name": "chat"}, "mode": "Active",
-                 "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
-                 "algorithm": {"type": "TokenThroughput", "tokenThroughput": {
-                     "serverTargetTokensPerSecond": capacity}}}
-    }))
-    .unwrap()
+    mk_scaler("chat")
+        .namespace("default")
+        .role_bounds("server", 1, 8)
+        .algorithm(json!({"type": "TokenThroughput", "tokenThroughput": {
+            "serverTargetTokensPerSecond": capacity}}))
+        .typed()
 }
 
 fn server_target(replicas: i32) -> mds_api::target::ModelDeployment {
-    serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": "chat", "namespace": "default"},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
-                 "roles": [{"name": "server", "kind": "Server", "replicas": replicas,
-                            "instanceType": "h100"}]}
-    }))
-    .unwrap()
+    mk_target("chat")
+        .namespace("default")
+        .role(mk_role("server").kind("Server").replicas(replicas))
+        .typed()
 }
 
 /// `rate` requests a second of 900 prompt and 100 output tokens from `from` to `to` seconds.

@@ -7,36 +7,30 @@ use std::sync::Arc;
 use mds_sim::load::{Synthetic, Trace};
 use mds_simulate::profile::{DEFAULT_PROFILE, profile};
 use mds_simulate::run::{RunOptions, RunReport, run};
+use mds_testdata::{mk_scaler, mk_target};
 use serde_json::json;
 
 const CODE: &str = include_str!("../../../../data/traces/azure-2023-code.csv");
 
 fn pd_scaler() -> mds_api::ModelDeploymentScaler {
-    serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-        "metadata": {"name": "pd", "namespace": "serving"},
-        "spec": {"targetRef": {"name": "pd"}, "mode": "Active",
-                 "roles": [{"name": "prefill", "minReplicas": 1, "maxReplicas": 8},
-                           {"name": "decode", "minReplicas": 1, "maxReplicas": 8}],
-                 "ratios": [{"numeratorRole": "prefill", "denominatorRole": "decode",
-                             "target": "1", "min": "0.5", "max": "2"}],
-                 "sampling": {"pendingTimeoutSeconds": 120},
-                 "algorithm": {"type": "TokenThroughput", "tokenThroughput": {
-                     "prefillTargetTokensPerSecond": "8000",
-                     "decodeTargetTokensPerSecond": "600"}}}
-    }))
-    .unwrap()
+    let ratio = json!({"numeratorRole": "prefill", "denominatorRole": "decode",
+        "target": "1", "min": "0.5", "max": "2"});
+    mk_scaler("pd")
+        .namespace("serving")
+        .role_bounds("prefill", 1, 8)
+        .role_bounds("decode", 1, 8)
+        .field("ratios", json!([ratio]))
+        .field("sampling", json!({"pendingTimeoutSeconds": 120}))
+        .algorithm(json!({"type": "TokenThroughput", "tokenThroughput": {
+            "prefillTargetTokensPerSecond": "8000", "decodeTargetTokensPerSecond": "600"}}))
+        .typed()
 }
 
 fn pd_target() -> mds_api::target::ModelDeployment {
-    serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": "pd", "namespace": "serving"},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
-                 "roles": [{"name": "prefill", "kind": "Prefill", "replicas": 1, "instanceType": "h100"},
-                           {"name": "decode", "kind": "Decode", "replicas": 1, "instanceType": "h100"}]}
-    }))
-    .unwrap()
+    mk_target("pd")
+        .namespace("serving")
+        .roles(&[("prefill", "Prefill", 1), ("decode", "Decode", 1)])
+        .typed()
 }
 
 fn pd_run(quota: Option<u32>, trace: Arc<Trace>) -> RunReport {

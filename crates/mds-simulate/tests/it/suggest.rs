@@ -7,7 +7,29 @@ use mds_simulate::compare::Case;
 use mds_simulate::profile::{DEFAULT_PROFILE, profile};
 use mds_simulate::run::RunOptions;
 use mds_simulate::suggest::suggest;
+use mds_testdata::{mk_role, mk_scaler, mk_target};
 use serde_json::json;
+
+/// A Server role at one replica and a TokenThroughput scaler of `capacity` tokens per second
+/// a replica, between 1 and 8 replicas.
+fn server(
+    capacity: &str,
+) -> (
+    mds_api::ModelDeploymentScaler,
+    mds_api::target::ModelDeployment,
+) {
+    let scaler = mk_scaler("chat")
+        .namespace("default")
+        .role_bounds("server", 1, 8)
+        .algorithm(json!({"type": "TokenThroughput", "tokenThroughput": {
+            "serverTargetTokensPerSecond": capacity}}))
+        .typed();
+    let target = mk_target("chat")
+        .namespace("default")
+        .role(mk_role("server").kind("Server").replicas(1))
+        .typed();
+    (scaler, target)
+}
 
 #[test]
 fn the_cheapest_capacity_for_a_steady_load_holds_the_minimum() {
@@ -15,23 +37,7 @@ fn the_cheapest_capacity_for_a_steady_load_holds_the_minimum() {
     // serves far within the SLO. At the given 1,000 tokens/s a replica the scaler holds 4;
     // the cheapest setting meeting the goal is any capacity at or above the demand, which
     // holds the minimum of one replica.
-    let scaler: mds_api::ModelDeploymentScaler = serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-        "metadata": {"name": "chat", "namespace": "default"},
-        "spec": {"targetRef": {"name": "chat"}, "mode": "Active",
-                 "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
-                 "algorithm": {"type": "TokenThroughput", "tokenThroughput": {
-                     "serverTargetTokensPerSecond": "1000"}}}
-    }))
-    .unwrap();
-    let target: mds_api::target::ModelDeployment = serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": "chat", "namespace": "default"},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
-                 "roles": [{"name": "server", "kind": "Server", "replicas": 1,
-                            "instanceType": "h100"}]}
-    }))
-    .unwrap();
+    let (scaler, target) = server("1000");
     let load = Synthetic::parse("constant:rate=3,duration=900,prompt=1024,output=256").unwrap();
     let options = RunOptions::new(profile(DEFAULT_PROFILE).unwrap());
     let case = Case {
@@ -73,23 +79,7 @@ fn tuning_beyond_the_capacity_keeps_only_changes_that_save_and_still_meet_the_go
     // A flash crowd (1 -> 8 requests/s for five minutes): after the crowd the default
     // windows hold replicas the load no longer needs, so a shorter window saves GPU-hours
     // at the same goal.
-    let scaler: mds_api::ModelDeploymentScaler = serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeploymentScaler",
-        "metadata": {"name": "chat", "namespace": "default"},
-        "spec": {"targetRef": {"name": "chat"}, "mode": "Active",
-                 "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 8}],
-                 "algorithm": {"type": "TokenThroughput", "tokenThroughput": {
-                     "serverTargetTokensPerSecond": "4000"}}}
-    }))
-    .unwrap();
-    let target: mds_api::target::ModelDeployment = serde_json::from_value(json!({
-        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": "chat", "namespace": "default"},
-        "spec": {"engine": {"name": "vLLM"}, "router": {"name": "vllm-router"},
-                 "roles": [{"name": "server", "kind": "Server", "replicas": 1,
-                            "instanceType": "h100"}]}
-    }))
-    .unwrap();
+    let (scaler, target) = server("4000");
     let load = Synthetic::parse(
         "flash-crowd:base=1,peak=8,at=300,rise=30,hold=300,decay=60,duration=1500",
     )

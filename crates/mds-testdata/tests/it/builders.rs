@@ -134,3 +134,38 @@ fn a_workload_is_admitted_only_when_asked() {
     assert_eq!(admitted["status"]["conditions"][0]["type"], "Admitted");
     assert_eq!(admitted["status"]["conditions"][0]["status"], "True");
 }
+
+#[test]
+fn a_role_can_go_without_an_instance_type() {
+    let role = mk_role("server").replicas(2).no_instance_type().build();
+    assert_eq!(role, json!({"name": "server", "replicas": 2}));
+}
+
+#[test]
+fn a_target_takes_a_generation_and_annotations() {
+    let built = mk_target("llm")
+        .stored("default", "t-1", "41")
+        .generation(7)
+        .annotation("a", "1")
+        .annotation("b", "2")
+        .build();
+    assert_eq!(
+        built["metadata"],
+        json!({"name": "llm", "namespace": "default", "uid": "t-1", "generation": 7,
+            "resourceVersion": "41", "annotations": {"a": "1", "b": "2"}})
+    );
+    let empty = mk_target("llm").empty_annotations().build();
+    assert_eq!(empty["metadata"]["annotations"], json!({}));
+    let kept = mk_target("llm").annotation("a", "1").empty_annotations();
+    assert_eq!(kept.build()["metadata"]["annotations"], json!({"a": "1"}));
+    assert_eq!(mk_target("llm").build()["metadata"], json!({"name": "llm"}));
+}
+
+#[test]
+fn a_scaler_takes_a_namespace() {
+    let built = mk_scaler("chat").namespace("default").build();
+    assert_eq!(
+        built["metadata"],
+        json!({"name": "chat", "namespace": "default"})
+    );
+}

@@ -11,6 +11,7 @@ use mds_api::annotations::{
 use mds_api::fence::{NotClaiming, ScalerFacts};
 use mds_api::status::ReplicaVector;
 use mds_core::patch::{self, PatchOp, TargetShape};
+use mds_testdata::{Target, mk_role, mk_target};
 use mds_webhook::ports::LookupError;
 use mds_webhook::router::VALIDATE_TARGETS_PATH;
 use mds_worker::Cluster;
@@ -26,26 +27,38 @@ fn binding(term: i64) -> String {
     .to_annotation()
 }
 
-fn target(prefill: i32, decode: i32, annotations: Value) -> Value {
-    json!({
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "ModelDeployment",
-        "metadata": {
-            "name": "llm-serving", "namespace": "default", "uid": "t-1",
-            "resourceVersion": "41", "generation": 7, "annotations": annotations
-        },
-        "spec": {
-            "engine": {"name": "SGLang"},
-            "roles": [
-                {"name": "prefill", "kind": "Prefill", "replicas": prefill},
-                {"name": "decode", "kind": "Decode", "replicas": decode}
-            ]
-        }
-    })
+/// llm-serving as stored (resourceVersion 41, generation 7): SGLang without a router, a Prefill
+/// and a Decode role of no instance type, no annotations map.
+fn target(prefill: i32, decode: i32) -> Target {
+    let role = |name: &str, kind: &str, replicas: i32| {
+        mk_role(name)
+            .kind(kind)
+            .replicas(replicas)
+            .no_instance_type()
+    };
+    mk_target("llm-serving")
+        .engine("SGLang")
+        .router(None)
+        .stored("default", "t-1", "41")
+        .generation(7)
+        .role(role("prefill", "Prefill", prefill))
+        .role(role("decode", "Decode", decode))
+}
+
+/// Unbound: its annotations map is empty.
+fn unbound(prefill: i32, decode: i32) -> Value {
+    target(prefill, decode).empty_annotations().build()
+}
+
+fn bound_to(prefill: i32, decode: i32) -> Value {
+    let binding = binding(3);
+    target(prefill, decode)
+        .annotation(BINDING_ANNOTATION, &binding)
+        .build()
 }
 
 fn bound() -> Value {
-    target(2, 2, json!({BINDING_ANNOTATION: binding(3)}))
+    bound_to(2, 2)
 }
 
 /// The target kept as the API server keeps it, without the fence webhook: the webhook under
@@ -113,7 +126,7 @@ const PROXY: &str = "system:serviceaccount:gpustack-system:gpustack";
 
 #[tokio::test]
 async fn a_users_replica_edit_on_a_bound_target_is_refused_and_passes_after_release() {
-    let edited = target(2, 5, json!({BINDING_ANNOTATION: binding(3)}));
+    let edited = bound_to(2, 5);
     let response = update(scaler_exists("uid-1"), "alice", &bound(), &edited).await;
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 403);
@@ -131,7 +144,7 @@ async fn a_users_replica_edit_on_a_bound_target_is_refused_and_passes_after_rele
     let released = stored.write(|shape| patch::release(shape, &binding(3)));
     let response = update(suspended_scaler(), OPERATOR, &before, &released).await;
     assert_eq!(response["allowed"], true, "{response}");
-    let edited = target(2, 5, json!({}));
+    let edited = unbound(2, 5);
     let response = update(Fake::default(), "alice", &released, &edited).await;
     assert_eq!(response["allowed"], true, "{response}");
 }
@@ -147,11 +160,11 @@ async fn other_fields_of_a_bound_target_stay_editable() {
 
 #[tokio::test]
 async fn hand_made_ownership_annotations_are_refused() {
-    let unbound = target(2, 2, json!({}));
+    let unbound = unbound(2, 2);
     let response = update(Fake::default(), "alice", &unbound, &bound()).await;
     assert_eq!(response["allowed"], false);
     assert!(message(&response).starts_with("binding fence (a bind names a claiming scaler under a new term): this request binds ModelDeployment \"llm-serving\" to ModelDeploymentScaler \"llm\" (term 3), but no scaler of that name exists"), "{response}");
-    let decision_only = target(2, 2, json!({DECISION_ANNOTATION: "{}"}));
+    let decision_only = target(2, 2).annotation(DECISION_ANNOTATION, "{}").build();
     let response = update(Fake::default(), "alice", &unbound, &decision_only).await;
     assert!(message(&response).starts_with("binding fence (scaler annotations on an unbound target): this request sets modeldeployment.gpustack.ai/scaler-decision"), "{response}");
     // Also when the object is created with it.
@@ -166,7 +179,7 @@ async fn hand_made_ownership_annotations_are_refused() {
 
 #[tokio::test]
 async fn orphan_recovery_passes_only_when_the_scaler_is_gone_or_replaced() {
-    let removed = target(2, 2, json!({}));
+    let removed = unbound(2, 2);
     let response = update(Fake::default(), "alice", &bound(), &removed).await;
     assert_eq!(response["allowed"], true, "absent scaler: {response}");
     let response = update(scaler_exists("uid-2"), "alice", &bound(), &removed).await;
@@ -197,7 +210,7 @@ async fn a_hanging_scaler_lookup_ends_in_a_refusal_naming_the_timeout() {
         hang: true,
         ..Fake::default()
     };
-    let response = update(hanging, "alice", &bound(), &target(2, 2, json!({}))).await;
+    let response = update(hanging, "alice", &bound(), &unbound(2, 2)).await;
     assert_eq!(response["allowed"], false);
     assert!(
         message(&response).contains("the lookup took longer than 2000 ms"),
@@ -216,7 +229,7 @@ async fn deletes_and_targets_being_deleted_pass() {
     assert_eq!(response["allowed"], true);
     let mut going = bound();
     going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-    let mut finalized = target(1, 1, json!({}));
+    let mut finalized = unbound(1, 1);
     finalized["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     let response = update(Fake::default(), "alice", &going, &finalized).await;
     assert_eq!(response["allowed"], true, "{response}");
@@ -225,13 +238,7 @@ async fn deletes_and_targets_being_deleted_pass() {
 #[tokio::test]
 async fn the_controllers_writes_and_a_persons_are_told_apart_under_one_identity() {
     // Bind (D19): the first term on a target with no history is 1, for the Active scaler named.
-    let unbound = target(2, 2, json!({}));
-    let mut no_map = unbound.clone();
-    no_map["metadata"]
-        .as_object_mut()
-        .unwrap()
-        .remove("annotations");
-    let stored = Stored::new(&no_map);
+    let stored = Stored::new(&target(2, 2).build());
     let no_map = stored.doc();
     let bound_doc = stored.write(|shape| patch::bind(shape, &binding(1)));
     let response = update(scaler_exists("uid-1"), PROXY, &no_map, &bound_doc).await;
@@ -326,7 +333,7 @@ async fn an_operator_user_when_configured_is_checked_as_well() {
 
 #[tokio::test]
 async fn an_unreadable_target_is_refused_only_when_it_carries_scaler_annotations() {
-    let mut broken = target(2, 2, json!({}));
+    let mut broken = unbound(2, 2);
     broken["spec"]["roles"][0]["replicas"] = json!("two");
     let response = update(Fake::default(), "alice", &broken, &broken).await;
     assert_eq!(response["allowed"], true, "nothing is bound: {response}");
@@ -356,7 +363,7 @@ async fn status_writes_pass() {
         "UPDATE",
         "ModelDeployment",
         "gpustack",
-        Some(&target(9, 9, json!({}))),
+        Some(&unbound(9, 9)),
         Some(&bound()),
     );
     status_write["request"]["subResource"] = json!("status");

@@ -10,6 +10,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use mds_api::fence::ScalerFacts;
 use mds_api::target::ModelDeployment;
+use mds_testdata::{mk_role, mk_target};
 use mds_webhook::ports::{LookupError, LookupFuture, Lookups, ScalerLookup, TargetLookup};
 use mds_webhook::router::{WebhookState, router};
 use serde_json::{Value, json};
@@ -221,12 +222,12 @@ pub fn proportional_spec() -> Value {
 
 /// The target of [`proportional_spec`].
 pub fn server_target() -> Value {
-    json!({
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": "llm-serving", "namespace": "default", "uid": "t-1"},
-        "spec": {"engine": {"name": "vLLM"}, "roles": [{"name": "server", "replicas": 2}]}
-    })
+    mk_target("llm-serving")
+        .router(None)
+        .namespace("default")
+        .uid("t-1")
+        .role(mk_role("server").replicas(2).no_instance_type())
+        .build()
 }
 
 pub fn md(value: &Value) -> ModelDeployment {
