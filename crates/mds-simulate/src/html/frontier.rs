@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::svg::{LineChart, PALETTE, Series, escape};
 use super::{DRAWN, STYLE};
-use crate::text::{percent, times as ratio};
+use crate::text::{percent, quota_or_unlimited, times as ratio};
 
 /// One policy's frontier as a line: its trials that no cheaper trial beats on attainment,
 /// by GPU-hours.
@@ -171,7 +171,7 @@ pub fn frontier_page(
         escape(load),
         requests,
         escape(&first.inputs.slo.describe()),
-        escape(if quota.is_empty() { "unlimited" } else { quota }),
+        escape(quota_or_unlimited(quota)),
     );
     for (i, f) in frontiers.iter().enumerate() {
         let _ = write!(

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 
 use crate::compare::Comparison;
 use crate::run::RunReport;
-use crate::text::{ms, percent, times as ratio};
+use crate::text::{ms, per_replica_targets, percent, quota_or_unlimited, times as ratio};
 use svg::{Dot, LineChart, PALETTE, Series, escape};
 
 /// What the page shows.
@@ -493,24 +493,11 @@ fn inputs(out: &mut String, page: &Page, c: &Comparison) {
     );
     row("seed", i.seed.to_string());
     row("SLO", i.slo.describe());
+    row("quota", quota_or_unlimited(page.quota).to_string());
     row(
-        "quota",
-        if page.quota.is_empty() {
-            "unlimited".into()
-        } else {
-            page.quota.to_string()
-        },
+        "per-replica targets",
+        per_replica_targets(&c.targets).join(", "),
     );
-    let targets: Vec<String> = c
-        .targets
-        .tokens_per_second
-        .iter()
-        .map(|(role, t)| {
-            let q = c.targets.queue_depth.get(role).copied().unwrap_or(0.0);
-            format!("{role} {t:.0} tokens/s = {q:.1} requests")
-        })
-        .collect();
-    row("per-replica targets", targets.join(", "));
     if let Some(b) = &c.bounds {
         row(
             "bounds",

@@ -218,12 +218,12 @@ fn world_line(out: &mut String, i: &Inputs, cold_start_seconds: f64, quota: &str
 }
 
 /// A `--quota` as the headers say it: `unlimited` when none was given.
-fn quota_or_unlimited(quota: &str) -> &str {
+pub(crate) fn quota_or_unlimited(quota: &str) -> &str {
     if quota.is_empty() { "unlimited" } else { quota }
 }
 
 /// Each role's configured per-replica target, in tokens/s and the queue depth it makes.
-fn per_replica_targets(t: &crate::compare::TargetsReport) -> Vec<String> {
+pub(crate) fn per_replica_targets(t: &crate::compare::TargetsReport) -> Vec<String> {
     t.tokens_per_second
         .iter()
         .map(|(role, tokens)| {
