@@ -1,15 +1,16 @@
 //! The kube-rs shell around the sans-IO worker (ARCHITECTURE): the production adapters of the
 //! worker's `Cluster` and `MetricsSource` ports (kube-rs watch caches and writes, reqwest
-//! scrapes), the controller runtime that schedules passes on tokio, leader election, and the
-//! operator's own metrics and probes. The worker, its ports, the sampler and the schedule live
-//! in `mds-worker` and are re-exported here under their old paths. No decision logic lives
-//! here.
+//! scrapes), the controller runtime that schedules passes on tokio, leader election, the
+//! operator's own metrics and probes, and [`Operator::start`], which runs them all. The
+//! worker, its ports, the sampler and the schedule live in `mds-worker` and are re-exported
+//! here under their old paths. No decision logic lives here.
 
 pub mod api_client;
 pub mod cache;
 pub mod http_source;
 pub mod kube_cluster;
 pub mod leader;
+pub mod operator;
 pub mod runtime;
 pub mod telemetry;
 pub mod tokio_clock;
@@ -22,5 +23,6 @@ pub mod schedule {
     pub use mds_worker::schedule::*;
 }
 
+pub use operator::{Leadership, Operator, OperatorConfig, StartError};
 pub use ports::{Cluster, MetricsSource, ScalerKey, ScrapeError, Snapshot, WriteError};
 pub use worker::{FINALIZER, PassReport, Worker};

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
-use kube::Client;
 use mds_api::annotations::BINDING_ANNOTATION;
 use mds_api::resources::TargetApiVersion;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
@@ -76,28 +75,10 @@ struct Shared {
     shutdown: watch::Receiver<bool>,
 }
 
-/// Runs the controller until `shutdown` turns true. Passes run while `leader` is true. One
-/// client for watches and writes, as the caller built it; see [`run_with`].
-pub async fn run(
-    client: Client,
-    config: ControllerConfig,
-    telemetry: Arc<Telemetry>,
-    leader: watch::Receiver<bool>,
-    shutdown: watch::Receiver<bool>,
-) -> Result<(), RuntimeError> {
-    run_with(
-        ApiClients::shared(client),
-        config,
-        telemetry,
-        leader,
-        shutdown,
-    )
-    .await
-}
-
-/// Runs the controller with its watch and write clients (`api_client`): watches and discovery
-/// through `clients.watch`, every write through `clients.write` under `clients.write_deadline`.
-pub async fn run_with(
+/// Runs the controller until `shutdown` turns true; passes run while `leader` is true. Watches
+/// and discovery go through `clients.watch`, every write through `clients.write` under
+/// `clients.write_deadline` (`api_client`). Started by [`crate::Operator::start`].
+pub(crate) async fn run_with(
     clients: ApiClients,
     config: ControllerConfig,
     telemetry: Arc<Telemetry>,
@@ -334,7 +315,8 @@ async fn worker_task(
     let mut worker = Worker::new(key.clone());
     let mut leader = shared.leader.clone();
     let mut shutdown = shared.shutdown.clone();
-    let mut roles: Vec<String> = Vec::new();
+    // The scaler's per-role series live as long as this task (a panic drops them too).
+    let series = shared.telemetry.roles.keep(&key);
     'leadership: loop {
         // Wait to lead; a new term starts from status, spread over the interval.
         tokio::select! {
@@ -388,14 +370,6 @@ async fn worker_task(
                     let seconds = started.elapsed().as_secs_f64();
                     shared.telemetry.observe(&key, &report, seconds);
                     log_pass(&span, &key, &report);
-                    if let Some(plan) = &report.plan {
-                        let now: Vec<String> = plan.roles.iter().map(|r| r.name.clone()).collect();
-                        // Series of roles that left the spec go with them.
-                        let gone: Vec<String> =
-                            roles.iter().filter(|r| !now.contains(r)).cloned().collect();
-                        shared.telemetry.forget(&key, &gone);
-                        roles = now;
-                    }
                     if report.gone {
                         break 'leadership;
                     }
@@ -403,7 +377,8 @@ async fn worker_task(
             }
         }
     }
-    shared.telemetry.forget(&key, &roles);
+    // Gone before the supervisor may start a worker for a recreated scaler of this name.
+    drop(series);
     let _ = done.send(Message::Done(key));
 }
 

@@ -15,8 +15,6 @@ use kube::api::{Api, DeleteParams, ListParams};
 use mds_api::ModelDeploymentScaler;
 use mds_api::annotations::BINDING_ANNOTATION;
 use mds_api::resources::TargetApiVersion;
-use mds_operator::runtime::{self, ControllerConfig};
-use mds_operator::telemetry::Telemetry;
 use mds_testkit::eventually;
 use serde_json::json;
 use tokio::sync::watch;
@@ -26,7 +24,7 @@ async fn binds_reports_and_releases_on_deletion() {
     let Some((client, ns, targets, scalers)) = setup_llm("controller").await else {
         return;
     };
-    let running = start(client.clone(), &ns);
+    let running = start(client.clone(), &ns).await;
 
     // The controller takes the binding and says so.
     let md = eventually("the binding annotation", WAIT, || async {
@@ -101,7 +99,7 @@ async fn binds_reports_and_releases_on_deletion() {
     );
     assert!(running.telemetry.encode().contains("mds_passes_total"));
     let _ = running.stop.send(true);
-    tokio::time::timeout(WAIT, running.task)
+    tokio::time::timeout(WAIT, running.operator.wait())
         .await
         .expect("the controller stops")
         .unwrap();
@@ -114,7 +112,7 @@ async fn a_second_scaler_is_already_bound_and_shadow_writes_nothing() {
     };
     create_target(&client, &ns, "llm").await;
     create_scaler(&scalers, "first", "llm").await;
-    let running = start(client.clone(), &ns);
+    let running = start(client.clone(), &ns).await;
     wait_condition(&scalers, "first", "Active", "Active").await;
     create_scaler(&scalers, "second", "llm").await;
     let second = wait_condition(&scalers, "second", "Bound", "AlreadyBound").await;
@@ -168,7 +166,7 @@ async fn suspend_releases_both_annotations_and_a_replaced_target_waits_for_an_ed
     let Some((client, ns, targets, scalers)) = setup_llm("suspend").await else {
         return;
     };
-    let running = start(client.clone(), &ns);
+    let running = start(client.clone(), &ns).await;
     wait_condition(&scalers, "llm", "Active", "Active").await;
     patch_spec(&scalers, "llm", json!({"suspend": true})).await;
     wait_condition(&scalers, "llm", "Bound", "Suspended").await;
@@ -220,13 +218,13 @@ async fn a_standby_takes_over_when_the_leader_dies() {
     let Some((client, ns, targets, scalers)) = setup_llm("failover").await else {
         return;
     };
-    let a = replica(client.clone(), &ns, "replica-a");
+    let a = replica(client.clone(), &ns, "replica-a").await;
     eventually("replica a leads", WAIT, || async {
         a.leads().then_some(())
     })
     .await
     .unwrap();
-    let b = replica(client.clone(), &ns, "replica-b");
+    let b = replica(client.clone(), &ns, "replica-b").await;
     wait_condition(&scalers, "llm", "Active", "Active").await;
     // The standby keeps its caches warm but runs no pass while a leads.
     eventually("the leader passes", WAIT, || async {
@@ -273,7 +271,9 @@ async fn a_standby_takes_over_when_the_leader_dies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graceful_shutdown_hands_the_lease_over() {
     use k8s_openapi::api::coordination::v1::Lease;
-    use mds_operator::leader::{Election, LeaseConfig};
+    use mds_operator::api_client::ApiClients;
+    use mds_operator::leader::LeaseConfig;
+    use mds_operator::{Leadership, Operator};
     let Some((client, ns, _targets, _scalers)) = setup("graceful").await else {
         return;
     };
@@ -284,28 +284,19 @@ async fn a_graceful_shutdown_hands_the_lease_over() {
         duration_seconds: 30,
         grace_seconds: 5,
     };
-    let election = Election::start(client.clone(), &lease).await.unwrap();
-    let telemetry = Arc::new(Telemetry::new());
     let (stop, shutdown) = watch::channel(false);
-    let config = ControllerConfig {
-        namespace: Some(ns.clone()),
-        target_version: TargetApiVersion::V1,
-        scrape: Default::default(),
-        max_concurrent_passes: 4,
-        instance: "replica-a".into(),
-    };
-    let (t, leader, c) = (telemetry.clone(), election.leader.clone(), client.clone());
-    let task = tokio::spawn(async move {
-        runtime::run(c, config, t, leader, shutdown).await.unwrap();
-        election.release().await;
-    });
+    let config = config(&ns, "replica-a", Leadership::Lease(lease));
+    let operator = Operator::start(ApiClients::shared(client.clone()), config, shutdown)
+        .await
+        .unwrap();
+    let telemetry = operator.telemetry().clone();
     eventually("replica a leads", WAIT, || async {
         (telemetry.leader.get() == 1).then_some(())
     })
     .await
     .unwrap();
     let _ = stop.send(true);
-    tokio::time::timeout(Duration::from_secs(20), task)
+    tokio::time::timeout(Duration::from_secs(20), operator.wait())
         .await
         .expect("shutdown finishes, lease released")
         .unwrap();

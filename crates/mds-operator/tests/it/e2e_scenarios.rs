@@ -143,7 +143,7 @@ async fn binds_scales_up_under_load_and_down_through_a_retirement() {
         return;
     };
     server_under_load(&scene).await;
-    let running = start(scene.client.clone(), &scene.ns);
+    let running = start(scene.client.clone(), &scene.ns).await;
     // 4,800 tokens per second over 1,000 per replica: five replicas.
     wait_replicas(&scene, "llm", "server", |n| n == 5).await;
     let s = wait_condition(&scene.scalers, "llm", "MetricsReady", "Observed").await;
@@ -218,7 +218,7 @@ async fn replicas_of_two_pods_count_once_and_scale_down_with_every_member_annota
         )
         .await
         .unwrap();
-    let running = start(scene.client.clone(), &scene.ns);
+    let running = start(scene.client.clone(), &scene.ns).await;
     // Two ready replicas of two Pods each are two replicas of capacity, fully covered.
     let observed = eventually(
         "both roles observed with two ready replicas",
@@ -273,7 +273,7 @@ async fn growth_that_quota_never_admits_is_rolled_back() {
         return;
     };
     server_under_load(&scene).await;
-    let running = start(scene.client.clone(), &scene.ns);
+    let running = start(scene.client.clone(), &scene.ns).await;
     wait_replicas(&scene, "llm", "server", |n| n > 2).await;
     let s = scene.scalers.get("llm").await.unwrap();
     let cohort = status_of(&s)
@@ -342,7 +342,7 @@ async fn an_aborted_retirement_is_restored_and_starts_the_cooldown() {
         )
         .await
         .unwrap();
-    let running = start(scene.client.clone(), &scene.ns);
+    let running = start(scene.client.clone(), &scene.ns).await;
     // No wait for the shrunk count itself: the stand-in aborts at once and the restoring pass
     // can follow within milliseconds, faster than any poll. The record is what lasts.
     let s = eventually("the abort restored", LONG, || async {
@@ -553,13 +553,13 @@ async fn a_standby_resumes_a_pending_cohort_from_status_and_rolls_back_on_time()
         return;
     };
     server_under_load(&scene).await;
-    let a = replica(scene.client.clone(), &scene.ns, "replica-a");
+    let a = replica(scene.client.clone(), &scene.ns, "replica-a").await;
     eventually("replica a leads", LONG, || async {
         a.leads().then_some(())
     })
     .await
     .unwrap();
-    let b = replica(scene.client.clone(), &scene.ns, "replica-b");
+    let b = replica(scene.client.clone(), &scene.ns, "replica-b").await;
     wait_replicas(&scene, "llm", "server", |n| n > 2).await;
     let s = eventually("the cohort in status", LONG, || async {
         let s = scene.scalers.get("llm").await.ok()?;

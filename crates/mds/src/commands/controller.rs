@@ -10,9 +10,10 @@ use std::time::Duration;
 use mds_api::resources::TargetApiVersion;
 use mds_operator::api_client::{ApiClients, ApiTimeouts};
 use mds_operator::http_source::ScrapeConfig;
-use mds_operator::leader::{Election, LeaseConfig};
-use mds_operator::runtime::{self, ControllerConfig};
-use mds_operator::telemetry::{self, Endpoints, Telemetry};
+use mds_operator::leader::LeaseConfig;
+use mds_operator::runtime::ControllerConfig;
+use mds_operator::telemetry::Endpoints;
+use mds_operator::{Leadership, Operator, OperatorConfig};
 use tokio::sync::watch;
 
 use super::service::{LogFormat, init_logging, kube_config, stop_signal};
@@ -133,32 +134,25 @@ async fn serve(args: &Args) -> Result<(), String> {
         ApiTimeouts::default(),
     )
     .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
-    let client = clients.write.clone();
-    let telemetry = Arc::new(Telemetry::new());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     // The handlers are installed here, before any port is bound.
     let webhook_shutdown = shutdown_tx.clone();
     let webhook_failure: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     tokio::spawn(shutdown_on(stop_signal(), shutdown_tx));
-    serve_telemetry(args, &telemetry, &shutdown_rx).await?;
-    if let (Some(cert), Some(key)) = (&args.webhook_cert, &args.webhook_key) {
-        let options = super::webhook::WebhookOptions {
-            cert: cert.clone(),
-            key: key.clone(),
-            listen: args.webhook_listen,
-            operator_user: args.operator_user.clone(),
-            cert_check_seconds: 10,
-            lookup_timeout_ms: 3000,
-        };
-        let lookups = mds_webhook::kube_lookups::KubeLookups::ports(
-            client.clone(),
-            TargetApiVersion::parse(&args.target_api_version).unwrap_or_default(),
-        );
-        // A certificate that does not load or a port that cannot be bound stops the start.
-        let bound = super::webhook::BoundWebhooks::bind(&options, lookups).await?;
+    let config = operator_config(args, identity(args))?;
+    tracing::info!(
+        namespace = args.namespace.as_deref().unwrap_or("<all>"),
+        leader_elect = args.leader_elect,
+        "controller starting"
+    );
+    // A certificate that does not load or a port that cannot be bound stops the start.
+    let webhooks = bind_webhooks(args, &clients.write).await?;
+    let operator = Operator::start(clients, config, shutdown_rx.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(bound) = webhooks {
         let mut stop = shutdown_rx.clone();
         let failed = webhook_failure.clone();
-        let shutdown = webhook_shutdown.clone();
         tokio::spawn(async move {
             let stopped = async move {
                 let _ = stop.wait_for(|s| *s).await;
@@ -167,28 +161,11 @@ async fn serve(args: &Args) -> Result<(), String> {
                 // The webhooks this process was asked to serve are gone: stop, and exit 1.
                 tracing::error!(error = %e, "the webhooks stopped; the controller stops too");
                 *failed.lock().expect("webhook failure lock") = Some(e);
-                let _ = shutdown.send(true);
+                let _ = webhook_shutdown.send(true);
             }
         });
     }
-    let identity = identity(args);
-    let election = elect(args, client, &identity, &telemetry).await?;
-    let config = controller_config(args, identity)?;
-    tracing::info!(
-        namespace = args.namespace.as_deref().unwrap_or("<all>"),
-        leader_elect = args.leader_elect,
-        "controller starting"
-    );
-    let result = runtime::run_with(
-        clients,
-        config,
-        telemetry,
-        election.leader.clone(),
-        shutdown_rx,
-    )
-    .await
-    .map_err(|e| e.to_string());
-    election.release().await;
+    let result = operator.wait().await.map_err(|e| e.to_string());
     let webhook_failed = webhook_failure.lock().expect("webhook failure lock").take();
     match webhook_failed {
         Some(e) => Err(e),
@@ -196,93 +173,81 @@ async fn serve(args: &Args) -> Result<(), String> {
     }
 }
 
-/// `/metrics` and the probes on their addresses (one listener when both are the same), until
-/// shutdown; a port that cannot be bound stops the start.
-async fn serve_telemetry(
+/// The admission webhooks of a one-process install (`--webhook-cert`), bound; `None` without.
+async fn bind_webhooks(
     args: &Args,
-    telemetry: &Arc<Telemetry>,
-    shutdown: &watch::Receiver<bool>,
-) -> Result<(), String> {
-    let listeners = if args.metrics_bind_address == args.health_probe_bind_address {
-        vec![(
+    client: &kube::Client,
+) -> Result<Option<super::webhook::BoundWebhooks>, String> {
+    let (Some(cert), Some(key)) = (&args.webhook_cert, &args.webhook_key) else {
+        return Ok(None);
+    };
+    let options = super::webhook::WebhookOptions {
+        cert: cert.clone(),
+        key: key.clone(),
+        listen: args.webhook_listen,
+        operator_user: args.operator_user.clone(),
+        cert_check_seconds: 10,
+        lookup_timeout_ms: 3000,
+    };
+    let lookups = mds_webhook::kube_lookups::KubeLookups::ports(
+        client.clone(),
+        TargetApiVersion::parse(&args.target_api_version).unwrap_or_default(),
+    );
+    super::webhook::BoundWebhooks::bind(&options, lookups)
+        .await
+        .map(Some)
+}
+
+/// `/metrics` and the probes on their addresses: one listener when both are the same.
+fn listeners(args: &Args) -> Vec<(SocketAddr, Endpoints)> {
+    if args.metrics_bind_address == args.health_probe_bind_address {
+        return vec![(
             args.metrics_bind_address,
             Endpoints {
                 metrics: true,
                 probes: true,
             },
-        )]
-    } else {
-        vec![
-            (
-                args.metrics_bind_address,
-                Endpoints {
-                    metrics: true,
-                    probes: false,
-                },
-            ),
-            (
-                args.health_probe_bind_address,
-                Endpoints {
-                    metrics: false,
-                    probes: true,
-                },
-            ),
-        ]
-    };
-    for (addr, endpoints) in listeners {
-        let listener = telemetry::bind(addr)
-            .await
-            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let mut stop = shutdown.clone();
-        tokio::spawn(telemetry::serve(
-            listener,
-            telemetry.clone(),
-            endpoints,
-            async move {
-                let _ = stop.wait_for(|s| *s).await;
-            },
-        ));
+        )];
     }
-    Ok(())
+    vec![
+        (
+            args.metrics_bind_address,
+            Endpoints {
+                metrics: true,
+                probes: false,
+            },
+        ),
+        (
+            args.health_probe_bind_address,
+            Endpoints {
+                metrics: false,
+                probes: true,
+            },
+        ),
+    ]
 }
 
-/// The lease election with `--leader-elect`, else a lone leader; `/readyz` turns false while a
-/// lease this replica holds cannot be confirmed.
-async fn elect(
-    args: &Args,
-    client: kube::Client,
-    identity: &str,
-    telemetry: &Arc<Telemetry>,
-) -> Result<Election, String> {
-    let election = if args.leader_elect {
-        Election::start(
-            client,
-            &LeaseConfig {
-                namespace: args.leader_election_namespace.clone(),
-                name: args.leader_election_id.clone(),
-                identity: identity.to_string(),
-                duration_seconds: args.lease_duration_seconds,
-                grace_seconds: args.lease_renew_grace_seconds,
-            },
-        )
-        .await
-        .map_err(|e| format!("leader election cannot start: {e}"))?
-    } else {
-        Election::single()
-    };
-    let (mut healthy, telemetry) = (election.healthy.clone(), telemetry.clone());
-    tokio::spawn(async move {
-        loop {
-            let now = *healthy.borrow_and_update();
-            telemetry
-                .lease_healthy
-                .store(now, std::sync::atomic::Ordering::Release);
-            if healthy.changed().await.is_err() {
-                return;
-            }
-        }
-    });
-    Ok(election)
+/// The lease election with `--leader-elect`, else a lone leader.
+fn leadership(args: &Args, identity: &str) -> Leadership {
+    if !args.leader_elect {
+        return Leadership::Single;
+    }
+    Leadership::Lease(LeaseConfig {
+        namespace: args.leader_election_namespace.clone(),
+        name: args.leader_election_id.clone(),
+        identity: identity.to_string(),
+        duration_seconds: args.lease_duration_seconds,
+        grace_seconds: args.lease_renew_grace_seconds,
+    })
+}
+
+/// The operator's configuration from the flags (the scrape CA read from its file).
+fn operator_config(args: &Args, identity: String) -> Result<OperatorConfig, String> {
+    Ok(OperatorConfig {
+        leadership: leadership(args, &identity),
+        listeners: listeners(args),
+        controller: controller_config(args, identity)?,
+    })
 }
 
 /// The runtime's configuration from the flags (the scrape CA read from its file).

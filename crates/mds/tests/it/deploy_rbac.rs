@@ -25,11 +25,12 @@ use mds_api::resources::TargetApiVersion;
 use mds_api::status::ModelDeploymentScalerStatus;
 use mds_core::patch::{TargetShape, bind};
 use mds_operator::Cluster as _;
+use mds_operator::api_client::ApiClients;
 use mds_operator::http_source::ScrapeConfig;
 use mds_operator::kube_cluster::{Caches, KubeCluster};
 use mds_operator::leader::{Election, LeaseConfig};
-use mds_operator::runtime::{self, ControllerConfig};
-use mds_operator::telemetry::Telemetry;
+use mds_operator::runtime::ControllerConfig;
+use mds_operator::{Leadership, Operator, OperatorConfig};
 use mds_webhook::kube_lookups::KubeLookups;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -262,25 +263,25 @@ async fn target_and_scaler(
     (md, scaler)
 }
 
-/// Runs the controller's watches as `client` until every cache has its first list.
+/// Runs the operator (`Operator::start`, never leading: no passes, no writes) as `client`
+/// until every watch cache has its first list.
 async fn watches_sync(client: Client, namespace: Option<String>) {
-    let telemetry = Arc::new(Telemetry::new());
-    let (_leader_tx, leader_rx) = watch::channel(false); // never leads: no passes, no writes
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let config = ControllerConfig {
-        namespace,
-        target_version: TargetApiVersion::V1,
-        scrape: ScrapeConfig::default(),
-        max_concurrent_passes: 1,
-        instance: "rbac-test".into(),
+    let config = OperatorConfig {
+        controller: ControllerConfig {
+            namespace,
+            target_version: TargetApiVersion::V1,
+            scrape: ScrapeConfig::default(),
+            max_concurrent_passes: 1,
+            instance: "rbac-test".into(),
+        },
+        leadership: Leadership::Never,
+        listeners: Vec::new(),
     };
-    let running = tokio::spawn(runtime::run(
-        client,
-        config,
-        telemetry.clone(),
-        leader_rx,
-        shutdown_rx,
-    ));
+    let running = Operator::start(ApiClients::shared(client), config, shutdown_rx)
+        .await
+        .expect("the operator starts");
+    let telemetry = running.telemetry().clone();
     let synced = mds_testkit::eventually(
         "the controller's watches (scalers, targets, Pods, Workloads) to list as the operator",
         Duration::from_secs(60),
@@ -291,7 +292,7 @@ async fn watches_sync(client: Client, namespace: Option<String>) {
     )
     .await;
     let _ = shutdown_tx.send(true);
-    let stopped = running.await.unwrap();
+    let stopped = running.wait().await;
     synced.unwrap();
     stopped.expect("the runtime ends cleanly");
 }

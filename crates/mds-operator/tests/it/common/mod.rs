@@ -9,8 +9,11 @@ use kube::api::{Api, PostParams};
 use mds_api::ModelDeploymentScaler;
 use mds_api::resources::TargetApiVersion;
 use mds_api::target::ModelDeployment;
-use mds_operator::runtime::{self, ControllerConfig};
+use mds_operator::api_client::ApiClients;
+use mds_operator::leader::LeaseConfig;
+use mds_operator::runtime::ControllerConfig;
 use mds_operator::telemetry::Telemetry;
+use mds_operator::{Leadership, Operator, OperatorConfig};
 use mds_testdata::{mk_scaler, mk_target};
 use mds_testkit::eventually;
 use serde_json::json;
@@ -20,33 +23,37 @@ pub const WAIT: Duration = Duration::from_secs(60);
 
 pub struct Running {
     pub stop: watch::Sender<bool>,
-    pub task: tokio::task::JoinHandle<()>,
+    pub operator: Operator,
     pub telemetry: Arc<Telemetry>,
-    pub _leader: watch::Sender<bool>,
 }
 
-pub fn start(client: kube::Client, namespace: &str) -> Running {
-    let telemetry = Arc::new(Telemetry::new());
+/// The controller of `namespace` as `mds controller --leader-elect=false` runs it.
+pub fn config(namespace: &str, instance: &str, leadership: Leadership) -> OperatorConfig {
+    OperatorConfig {
+        controller: ControllerConfig {
+            namespace: Some(namespace.to_string()),
+            target_version: TargetApiVersion::V1,
+            scrape: Default::default(),
+            max_concurrent_passes: 4,
+            instance: instance.into(),
+        },
+        leadership,
+        listeners: Vec::new(),
+    }
+}
+
+/// The operator (`Operator::start`, as `mds controller` starts it) for `namespace`, the
+/// only replica.
+pub async fn start(client: kube::Client, namespace: &str) -> Running {
     let (stop, shutdown) = watch::channel(false);
-    let (leader_tx, leader) = watch::channel(true);
-    let config = ControllerConfig {
-        namespace: Some(namespace.to_string()),
-        target_version: TargetApiVersion::V1,
-        scrape: Default::default(),
-        max_concurrent_passes: 4,
-        instance: "e2e".into(),
-    };
-    let t = telemetry.clone();
-    let task = tokio::spawn(async move {
-        runtime::run(client, config, t, leader, shutdown)
-            .await
-            .expect("the controller runs");
-    });
+    let config = config(namespace, "e2e", Leadership::Single);
+    let operator = Operator::start(ApiClients::shared(client), config, shutdown)
+        .await
+        .expect("the operator starts");
     Running {
         stop,
-        task,
-        telemetry,
-        _leader: leader_tx,
+        telemetry: operator.telemetry().clone(),
+        operator,
     }
 }
 
@@ -158,10 +165,10 @@ pub async fn wait_condition(
 
 pub async fn stop(running: Running) {
     let _ = running.stop.send(true);
-    tokio::time::timeout(WAIT, running.task)
+    tokio::time::timeout(WAIT, running.operator.wait())
         .await
         .expect("the controller stops")
-        .unwrap();
+        .expect("the controller ran");
 }
 
 /// A controller with leader election on a runtime of its own, so a test can kill it outright
@@ -171,37 +178,31 @@ pub struct Replica {
     pub telemetry: Arc<Telemetry>,
 }
 
-pub fn replica(client: kube::Client, namespace: &str, identity: &str) -> Replica {
-    use mds_operator::leader::{Election, LeaseConfig};
+/// A replica that seeks the Lease `mds-controller` (4 s, renewed 1 s before expiry).
+pub async fn replica(client: kube::Client, namespace: &str, identity: &str) -> Replica {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
-    let telemetry = Arc::new(Telemetry::new());
-    let t = telemetry.clone();
-    let (namespace, identity) = (namespace.to_string(), identity.to_string());
+    let lease = LeaseConfig {
+        namespace: namespace.to_string(),
+        name: "mds-controller".into(),
+        identity: identity.to_string(),
+        duration_seconds: 4,
+        grace_seconds: 1,
+    };
+    let config = config(namespace, identity, Leadership::Lease(lease));
+    let (started, telemetry) = tokio::sync::oneshot::channel();
     runtime.spawn(async move {
-        let lease = LeaseConfig {
-            namespace: namespace.clone(),
-            name: "mds-controller".into(),
-            identity: identity.clone(),
-            duration_seconds: 4,
-            grace_seconds: 1,
-        };
-        let election = Election::start(client.clone(), &lease).await.unwrap();
         let (_stop, shutdown) = watch::channel(false);
-        let config = ControllerConfig {
-            namespace: Some(namespace),
-            target_version: TargetApiVersion::V1,
-            scrape: Default::default(),
-            max_concurrent_passes: 4,
-            instance: identity,
-        };
-        let _ = runtime::run(client, config, t, election.leader.clone(), shutdown).await;
-        drop(_stop);
-        election.release().await;
+        let operator = Operator::start(ApiClients::shared(client), config, shutdown)
+            .await
+            .expect("the replica starts");
+        let _ = started.send(operator.telemetry().clone());
+        let _ = operator.wait().await;
     });
+    let telemetry = telemetry.await.expect("the replica started");
     Replica {
         runtime: Some(runtime),
         telemetry,

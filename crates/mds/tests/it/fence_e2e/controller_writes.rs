@@ -48,7 +48,7 @@ async fn the_controllers_commit_passes_the_fence_as_its_service_account() {
     let engine = Engine::start(30).await;
     serve_instance(&lab, "llm", "server", 0, &engine).await;
     lab.create_scaler("llm", "llm", &["server"]).await;
-    let controller = lab.start_controller();
+    let controller = lab.start_controller().await;
 
     let committed = lab
         .wait_target("llm", "a commit by the controller", has_decision)
@@ -143,7 +143,7 @@ async fn with_the_webhook_down_writes_are_refused_and_the_next_pass_commits_once
     let engine = Engine::start(5).await;
     serve_instance(&lab, "llm", "server", 0, &engine).await;
     lab.create_scaler("llm", "llm", &["server"]).await;
-    let controller = lab.start_controller();
+    let controller = lab.start_controller().await;
     let before = lab
         .wait_target("llm", "bound by the controller", bound)
         .await;

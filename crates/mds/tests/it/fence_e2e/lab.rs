@@ -14,8 +14,10 @@ use mds_api::annotations::{BINDING_ANNOTATION, DECISION_ANNOTATION};
 use mds_api::fence::{self, FenceRequest, NamedScaler, Operation, Verdict};
 use mds_api::resources::TargetApiVersion;
 use mds_api::target::ModelDeployment;
-use mds_operator::runtime::{self, ControllerConfig};
+use mds_operator::api_client::ApiClients;
+use mds_operator::runtime::ControllerConfig;
 use mds_operator::telemetry::Telemetry;
+use mds_operator::{Leadership, Operator, OperatorConfig};
 use mds_testdata::{mk_scaler, mk_target};
 use mds_testkit::ControlPlane;
 use mds_webhook::configuration::FENCE_WEBHOOK;
@@ -179,30 +181,28 @@ impl Lab {
         }
     }
 
-    /// The controller (`mds_operator::runtime::run`) for this namespace as deploy/'s
-    /// ServiceAccount, leader election off.
-    pub fn start_controller(&self) -> Controller {
-        let telemetry = Arc::new(Telemetry::new());
+    /// The operator (`Operator::start`, as `mds controller` starts it) for this namespace as
+    /// deploy/'s ServiceAccount, leader election off.
+    pub async fn start_controller(&self) -> Controller {
         let (stop, shutdown) = watch::channel(false);
-        let (leader_tx, leader) = watch::channel(true);
-        let config = ControllerConfig {
-            namespace: Some(self.namespace.clone()),
-            target_version: TargetApiVersion::V1,
-            scrape: Default::default(),
-            max_concurrent_passes: 4,
-            instance: "fence-e2e".into(),
+        let config = OperatorConfig {
+            controller: ControllerConfig {
+                namespace: Some(self.namespace.clone()),
+                target_version: TargetApiVersion::V1,
+                scrape: Default::default(),
+                max_concurrent_passes: 4,
+                instance: "fence-e2e".into(),
+            },
+            leadership: Leadership::Single,
+            listeners: Vec::new(),
         };
-        let (client, t) = (self.operator.clone(), telemetry.clone());
-        let task = tokio::spawn(async move {
-            runtime::run(client, config, t, leader, shutdown)
-                .await
-                .expect("the controller runs");
-        });
+        let operator = Operator::start(ApiClients::shared(self.operator.clone()), config, shutdown)
+            .await
+            .expect("the operator starts");
         Controller {
             stop,
-            task,
-            telemetry,
-            _leader: leader_tx,
+            telemetry: operator.telemetry().clone(),
+            operator,
         }
     }
 }
@@ -210,19 +210,18 @@ impl Lab {
 /// A running in-process controller.
 pub struct Controller {
     stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    operator: Operator,
     pub telemetry: Arc<Telemetry>,
-    _leader: watch::Sender<bool>,
 }
 
 impl Controller {
     /// Stops it as SIGTERM does: passes in flight finish, nothing is released.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
-        tokio::time::timeout(WAIT, self.task)
+        tokio::time::timeout(WAIT, self.operator.wait())
             .await
             .expect("the controller stops")
-            .unwrap();
+            .expect("the controller ran");
     }
 
     /// Target writes of `kind` that did not land for `reason`.

@@ -8,7 +8,7 @@
 //!   type are stored, and inferred again when a manifest switches blocks (D25, D28).
 //! - `user_writes`: the binding fence on a user's writes (D24): counts of a bound target,
 //!   other fields, hand-made annotations, orphan recovery, targets being deleted.
-//! - `controller_writes`: the controller (`mds_operator::runtime::run`, in-process as the
+//! - `controller_writes`: the controller (`mds_operator::Operator::start`, in-process as the
 //!   ServiceAccount) commits through the fence; with the webhook down writes fail and nothing
 //!   is half-written, and the next pass commits once it is back.
 

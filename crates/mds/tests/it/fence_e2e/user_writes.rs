@@ -39,7 +39,7 @@ async fn a_users_replica_edit_is_refused_while_bound_and_passes_once_the_scaler_
     };
     lab.create_target("llm", &[("server", 1)]).await;
     let scaler = lab.create_scaler("llm", "llm", &["server"]).await;
-    let controller = lab.start_controller();
+    let controller = lab.start_controller().await;
     let live = lab
         .wait_target("llm", "bound by the controller", bound)
         .await;
@@ -235,7 +235,7 @@ async fn orphan_recovery_removes_a_binding_only_once_its_scaler_is_gone_with_cou
     lab.create_target("llm", &[("server", 2)]).await;
     let scaler = lab.create_scaler("llm", "llm", &["server"]).await;
     let uid = scaler.metadata.uid.clone().unwrap();
-    let controller = lab.start_controller();
+    let controller = lab.start_controller().await;
     lab.wait_target("llm", "bound by the controller", bound)
         .await;
     let with_finalizer = eventually("the controller's finalizer on the scaler", || async {
