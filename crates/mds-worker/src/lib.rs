@@ -6,6 +6,7 @@
 //! or through the schedule's `Clock`. The kube-rs shell (`mds-operator`), the simulator and
 //! the lab drive it; nothing here points back at them.
 
+pub mod carry_out;
 pub mod facts;
 pub mod failures;
 pub mod memory_cluster;

@@ -14,11 +14,12 @@ use mds_api::defaults::default_spec;
 use mds_api::status::ModelDeploymentScalerStatus;
 use mds_api::target::ModelDeployment;
 use mds_core::{
-    Input, Memory, Outcome, Scaler, Target, Write, WriteKind, reconcile, report_failed_write,
+    Event, Input, Memory, Outcome, Scaler, Target, Write, WriteKind, reconcile, report_failed_write,
 };
 use mds_planner::Plan;
 use mds_signals::{RoleObservation, SampleStore};
 
+use crate::carry_out::{Effects, carry_out};
 use crate::facts::instance_facts;
 use crate::failures::{Failure, TargetMark};
 use crate::ports::{Cluster, MetricsSource, ScalerKey, WriteError};
@@ -147,6 +148,68 @@ pub struct Worker {
     /// The last target write that failed other than by a conflict, until one lands or the
     /// scaler spec or the target changes.
     failure: Option<Failure>,
+}
+
+/// The worker's side of carrying out a pass: its target write under the failure backoff,
+/// the status write it remembers (the cache may lag it), the events, and the report of a
+/// failed write on its condition. `latest` is the newest scaler version it wrote.
+struct PassEffects<'a, 'b, C> {
+    worker: &'a mut Worker,
+    cluster: &'a C,
+    read: &'a PassRead,
+    core: &'a Scaler<'b>,
+    now: Timestamp,
+    interval: SignedDuration,
+    report: &'a mut PassReport,
+    latest: ModelDeploymentScaler,
+}
+
+impl<C: Cluster> Effects for PassEffects<'_, '_, C> {
+    async fn write_target(&mut self, write: &Write) -> bool {
+        let Some(md) = self.read.target.as_ref() else {
+            return true;
+        };
+        let generation = self.read.scaler.metadata.generation;
+        let (now, interval) = (self.now, self.interval);
+        self.worker
+            .write_target(
+                self.cluster,
+                md,
+                write,
+                generation,
+                now,
+                interval,
+                self.report,
+            )
+            .await
+    }
+
+    async fn write_status(&mut self, status: &ModelDeploymentScalerStatus) {
+        let scaler = &self.read.scaler;
+        let result = self.cluster.write_status(scaler, status).await;
+        if let Ok(written) = &result {
+            let cache_behind = self.read.cache_behind.clone();
+            self.worker.remember_scaler(scaler, cache_behind, written);
+            self.latest = written.clone();
+        }
+        self.report.status = Some(result.map(|_| ()));
+    }
+
+    async fn emit(&mut self, event: &Event) {
+        self.cluster.emit(&self.read.scaler, event).await;
+    }
+
+    async fn not_landed(&mut self) {
+        let (scaler, cache_behind) = (&self.read.scaler, self.read.cache_behind.clone());
+        let (now, interval) = (self.now, self.interval);
+        let reported = self
+            .worker
+            .report_failure(self.cluster, self.core, scaler, cache_behind, now, interval)
+            .await;
+        if let Some(written) = reported {
+            self.report.status = Some(written.map(|w| self.latest = w));
+        }
+    }
 }
 
 fn has_finalizer(scaler: &ModelDeploymentScaler) -> bool {
@@ -428,11 +491,11 @@ impl Worker {
         observed
     }
 
-    /// Carries out the core's outcome: the target write first; only once it landed (or none
-    /// was due) the status and the events. A write that does not land puts the memory back
-    /// as it was before the pass (`before`) and may report the failure on its condition. A
-    /// deleted scaler whose release landed loses its finalizer, guarded by the newest
-    /// version we wrote.
+    /// Carries out the core's outcome in the one order ([`carry_out`]): the target write
+    /// first; only once it landed (or none was due) the status and the events. A write that
+    /// does not land puts the memory back as it was before the pass (`before`) and may report
+    /// the failure on its condition. A deleted scaler whose release landed loses its
+    /// finalizer, guarded by the newest version we wrote.
     #[allow(clippy::too_many_arguments)]
     async fn execute<C: Cluster>(
         &mut self,
@@ -445,44 +508,20 @@ impl Worker {
         interval: SignedDuration,
         report: &mut PassReport,
     ) {
-        let scaler = &read.scaler;
-        let landed = match (&outcome.write, read.target.as_ref()) {
-            (Some(write), Some(md)) => {
-                let generation = scaler.metadata.generation;
-                self.write_target(cluster, md, write, generation, now, interval, report)
-                    .await
-            }
-            _ => true,
+        let mut memory = std::mem::take(&mut self.memory);
+        let mut effects = PassEffects {
+            latest: read.scaler.clone(),
+            worker: self,
+            cluster,
+            read,
+            core,
+            now,
+            interval,
+            report,
         };
-        let mut latest = scaler.clone();
-        let cache_behind = read.cache_behind.clone();
-        if landed {
-            if outcome.write_status {
-                let result = cluster.write_status(scaler, &outcome.status).await;
-                if let Ok(written) = &result {
-                    self.remember_scaler(scaler, cache_behind, written);
-                    latest = written.clone();
-                }
-                report.status = Some(result.map(|_| ()));
-            }
-            for event in &outcome.events {
-                cluster.emit(scaler, event).await;
-            }
-        } else {
-            self.memory = before;
-            if let Some(written) = self
-                .report_failure(cluster, core, scaler, cache_behind, now, interval)
-                .await
-            {
-                report.status = Some(match written {
-                    Ok(w) => {
-                        latest = w;
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                });
-            }
-        }
+        let landed = carry_out(&mut effects, outcome, &mut memory, before).await;
+        let latest = effects.latest;
+        self.memory = memory;
         if core.deleting && landed && has_finalizer(&latest) {
             // Released (or nothing to release): the scaler may go.
             let result = cluster.set_finalizer(&latest, false).await;

@@ -477,3 +477,37 @@ fn a_rollback_during_an_abort_cooldown_keeps_the_cooldown() {
         shrank_at - aborted_at
     );
 }
+
+/// The world carries a pass out as the worker does: a write that does not land leaves the
+/// memory from before the pass and no status (issue 28: the test world kept the new memory).
+#[test]
+fn a_write_that_does_not_land_leaves_the_memory_from_before_the_pass() {
+    use mds_core::Memory;
+    use mds_worker::WriteError;
+    let mut w = prefill_decode_world(prefill_decode_spec(), 1, 1);
+    let patch = mds_worker::memory_cluster::WriteKind::PatchTarget;
+    w.cluster
+        .fail_next(patch, WriteError::Conflict("stale".into()));
+    let mut moved = w.memory.clone();
+    w.decide_with(&mut moved);
+    assert_ne!(
+        moved,
+        Memory::default(),
+        "the bind pass moves the memory on"
+    );
+    let out = w.pass();
+    assert_eq!(out.write.as_ref().map(|w| w.kind), Some(WriteKind::Bind));
+    assert_eq!(w.rejected.len(), 1);
+    assert_eq!(
+        w.memory,
+        Memory::default(),
+        "the memory from before the pass"
+    );
+    assert_eq!(w.status_writes, 0, "no status without the write");
+    w.pass();
+    assert_eq!(w.applied.len(), 1, "the next pass binds");
+    assert_eq!(
+        w.memory, moved,
+        "and moves the memory on as the first one would have"
+    );
+}

@@ -15,6 +15,7 @@ use mds_api::target::{ModelDeployment, WorkloadAdmission};
 use mds_core::{Input, Memory, Outcome, Scaler, Target, Write, reconcile};
 use mds_signals::RoleObservation;
 use mds_testdata::{mk_scaler, mk_target};
+use mds_worker::carry_out::{Effects, carry_out};
 use mds_worker::memory_cluster::{Kind, MemoryCluster, ready};
 use mds_worker::{Cluster, WriteError};
 use serde_json::{Value, json};
@@ -266,27 +267,17 @@ impl World {
         reconcile(&input, memory)
     }
 
-    /// One pass: reconcile, send the write to the cluster, store the status when asked and
-    /// when the write (if any) landed.
+    /// One pass: reconcile, then carry the outcome out as the worker does
+    /// (`mds_worker::carry_out`): the write to the cluster first, the status when asked and
+    /// only once the write (if any) landed, and the memory from before the pass kept when it
+    /// did not.
     pub fn pass(&mut self) -> Outcome {
+        let before = self.memory.clone();
         let mut memory = std::mem::take(&mut self.memory);
         let outcome = self.decide_with(&mut memory);
+        let mut effects = WorldEffects { world: self };
+        ready(carry_out(&mut effects, &outcome, &mut memory, before));
         self.memory = memory;
-        let mut write_ok = true;
-        if let Some(write) = &outcome.write {
-            match ready(self.cluster.patch_target(NAMESPACE, TARGET, &write.ops)) {
-                Ok(_) => self.applied.push(write.clone()),
-                Err(WriteError::Conflict(_)) => {
-                    write_ok = false;
-                    self.rejected.push(write.clone());
-                }
-                Err(e) => panic!("the core's write {:?} failed: {e}", write.kind),
-            }
-        }
-        if outcome.write_status && write_ok {
-            self.status = outcome.status.clone();
-            self.status_writes += 1;
-        }
         outcome
     }
 
@@ -311,4 +302,40 @@ impl World {
             .unwrap_or_else(|| panic!("no {kind} condition"));
         (c.status.clone(), c.reason.clone())
     }
+}
+
+/// What a pass's outcome does to the world: the cluster applies the write (a conflict is a
+/// write that did not land; any other failure is a bug in the test), the world keeps the
+/// status; events are read from the outcome itself.
+struct WorldEffects<'a> {
+    world: &'a mut World,
+}
+
+impl Effects for WorldEffects<'_> {
+    async fn write_target(&mut self, write: &Write) -> bool {
+        match ready(
+            self.world
+                .cluster
+                .patch_target(NAMESPACE, TARGET, &write.ops),
+        ) {
+            Ok(_) => {
+                self.world.applied.push(write.clone());
+                true
+            }
+            Err(WriteError::Conflict(_)) => {
+                self.world.rejected.push(write.clone());
+                false
+            }
+            Err(e) => panic!("the core's write {:?} failed: {e}", write.kind),
+        }
+    }
+
+    async fn write_status(&mut self, status: &ModelDeploymentScalerStatus) {
+        self.world.status = status.clone();
+        self.world.status_writes += 1;
+    }
+
+    async fn emit(&mut self, _: &mds_core::Event) {}
+
+    async fn not_landed(&mut self) {}
 }
