@@ -13,6 +13,15 @@ pub type Request = AdmissionRequest<DynamicObject>;
 pub fn read(body: &[u8]) -> Result<Request, String> {
     let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)
         .map_err(|e| format!("the body is not an AdmissionReview: {e}"))?;
+    // The answer repeats the request's type; a body of another type would get an answer
+    // that is not an AdmissionReview either.
+    let types = &review.types;
+    if types.api_version != "admission.k8s.io/v1" || types.kind != "AdmissionReview" {
+        return Err(format!(
+            "the body is a {:?} of {:?}, not an AdmissionReview of admission.k8s.io/v1",
+            types.kind, types.api_version
+        ));
+    }
     review
         .try_into()
         .map_err(|_| "the AdmissionReview has no request".to_string())

@@ -413,6 +413,41 @@ async fn updates_are_judged_against_the_old_object_unless_the_spec_is_unchanged(
     );
 }
 
+/// Found by the `webhook` fuzz target: a review whose kind was not `AdmissionReview` was
+/// answered, and the answer repeated that kind, so it was no AdmissionReview either.
+#[tokio::test]
+async fn a_review_of_another_kind_or_version_gets_400_naming_it() {
+    let object = scaler(proportional_spec());
+    for (field, value) in [
+        ("kind", "AdmissyonReview"),
+        ("apiVersion", "admission.k8s.io/v1beta1"),
+    ] {
+        let mut body = review(
+            "CREATE",
+            "ModelDeploymentScaler",
+            "alice",
+            Some(&object),
+            None,
+        );
+        body[field] = json!(value);
+        for path in [MUTATE_SCALERS_PATH, VALIDATE_SCALERS_PATH] {
+            let (status, said) = post(
+                app(Fake::default()),
+                path,
+                serde_json::to_vec(&body).unwrap(),
+            )
+            .await;
+            assert_eq!(status, 400, "{said}");
+            let said = said.as_str().unwrap();
+            assert!(
+                said.contains(value)
+                    && said.contains("not an AdmissionReview of admission.k8s.io/v1"),
+                "{said}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn bodies_that_are_not_reviews_get_400_with_the_reason() {
     for path in [MUTATE_SCALERS_PATH, VALIDATE_SCALERS_PATH] {
