@@ -237,7 +237,13 @@ fn bind(
     }
     let scaler = match &request.named_scaler {
         NamedScaler::Present(s) => s,
-        NamedScaler::Absent => return refuse("no scaler of that name exists".into()),
+        NamedScaler::Absent => {
+            return refuse(
+                "no scaler of that name exists; remove the binding from the request, or create \
+                 that scaler in Active mode and let it bind"
+                    .into(),
+            );
+        }
         NamedScaler::Failed(why) => {
             return refuse(format!("the scaler could not be looked up ({why}). Retry"));
         }
