@@ -11,7 +11,11 @@ pub type Request = AdmissionRequest<DynamicObject>;
 /// Reads an AdmissionReview body. The error says what is wrong with it; the router answers
 /// it with HTTP 400, since the API server never sends such a body.
 pub fn read(body: &[u8]) -> Result<Request, String> {
-    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)
+    // JSON is UTF-8, and serde_json checks only the strings it reads: a byte that is not
+    // UTF-8 in a field nobody reads would be answered as if the body were JSON.
+    let text = std::str::from_utf8(body)
+        .map_err(|e| format!("the body is not an AdmissionReview: it is not UTF-8 JSON ({e})"))?;
+    let review: AdmissionReview<DynamicObject> = serde_json::from_str(text)
         .map_err(|e| format!("the body is not an AdmissionReview: {e}"))?;
     // The answer repeats the request's type; a body of another type would get an answer
     // that is not an AdmissionReview either.

@@ -448,6 +448,34 @@ async fn a_review_of_another_kind_or_version_gets_400_naming_it() {
     }
 }
 
+/// Found by the webhook fuzz target: a byte that is not UTF-8 inside a string the webhook
+/// does not read was answered 200, as if the body were JSON.
+#[tokio::test]
+async fn a_body_that_is_not_utf8_gets_400_naming_it() {
+    let object = scaler(proportional_spec());
+    let mut body = review(
+        "CREATE",
+        "ModelDeploymentScaler",
+        "alice",
+        Some(&object),
+        None,
+    );
+    // A field no reader knows, so only a check of the whole body sees the byte.
+    body["request"]["unread"] = json!("PLACEHOLDER");
+    let text = serde_json::to_vec(&body).unwrap();
+    let at = text.windows(11).position(|w| w == b"PLACEHOLDER").unwrap();
+    let mut bytes = text.clone();
+    bytes[at] = 0xE9; // Latin-1 'é', not UTF-8
+    for path in [MUTATE_SCALERS_PATH, VALIDATE_SCALERS_PATH] {
+        let (status, said) = post(app(Fake::default()), path, bytes.clone()).await;
+        assert_eq!(status, 400, "{said}");
+        assert!(said.as_str().unwrap().contains("not UTF-8 JSON"), "{said}");
+        // The same body in UTF-8 is answered.
+        let (status, said) = post(app(Fake::default()), path, text.clone()).await;
+        assert_eq!(status, 200, "{said}");
+    }
+}
+
 #[tokio::test]
 async fn bodies_that_are_not_reviews_get_400_with_the_reason() {
     for path in [MUTATE_SCALERS_PATH, VALIDATE_SCALERS_PATH] {
