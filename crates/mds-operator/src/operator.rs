@@ -66,6 +66,10 @@ impl Operator {
         shutdown: watch::Receiver<bool>,
     ) -> Result<Operator, StartError> {
         let telemetry = Arc::new(Telemetry::new());
+        // The listeners answer from the start (probes are served while the lease is sought)
+        // and stop with the shutdown, or when this start fails: `started` is dropped on the
+        // way out of a failed start, or with the runtime's task after a good one.
+        let (started, start_alive) = watch::channel(());
         for (addr, endpoints) in &config.listeners {
             let listener = telemetry::bind(*addr)
                 .await
@@ -73,13 +77,17 @@ impl Operator {
                     addr: *addr,
                     source,
                 })?;
-            let mut stop = shutdown.clone();
+            let (mut stop, mut alive) = (shutdown.clone(), start_alive.clone());
             tokio::spawn(telemetry::serve(
                 listener,
                 telemetry.clone(),
                 *endpoints,
                 async move {
-                    let _ = stop.wait_for(|s| *s).await;
+                    tokio::select! {
+                        _ = stop.wait_for(|s| *s) => {}
+                        // Nothing is ever sent: this ends only when `started` is dropped.
+                        _ = alive.changed() => {}
+                    }
                 },
             ));
         }
@@ -105,7 +113,7 @@ impl Operator {
         let t = telemetry.clone();
         let task = tokio::spawn(async move {
             let result = runtime::run_with(clients, config.controller, t, leader, shutdown).await;
-            drop(never_leads);
+            drop((never_leads, started));
             if let Some(election) = election {
                 election.release().await;
             }

@@ -7,4 +7,5 @@ mod api_deadline;
 mod e2e_controller;
 mod e2e_scenarios;
 mod http_source;
+mod start;
 mod worker;
