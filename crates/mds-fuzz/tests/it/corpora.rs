@@ -40,3 +40,22 @@ fn every_stored_input_passes_its_targets_oracles() {
         }
     }
 }
+
+#[test]
+fn every_syntax_reader_has_a_seed() {
+    let mut seeded = vec![false; mds_fuzz::syntax::READERS.len()];
+    for entry in std::fs::read_dir(corpus("syntax")).unwrap() {
+        let path = entry.unwrap().path();
+        let seed = path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("seed-");
+        if let (true, Some(&pick)) = (seed, std::fs::read(&path).unwrap().first()) {
+            seeded[usize::from(pick) % mds_fuzz::syntax::READERS.len()] = true;
+        }
+    }
+    for ((name, _), seeded) in mds_fuzz::syntax::READERS.iter().zip(seeded) {
+        assert!(seeded, "no seed-* input in fuzz/corpus/syntax picks {name}");
+    }
+}
