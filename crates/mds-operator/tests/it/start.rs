@@ -24,14 +24,14 @@ async fn a_start_whose_election_fails_leaves_no_listener_serving() {
         kube::Client::try_from(kube::Config::new(format!("http://{api}").parse().unwrap()))
             .unwrap();
     let probes = free_address().await;
-    let mut config = super::common::config("default", "start", Leadership::Single);
-    config.leadership = Leadership::Lease(LeaseConfig {
+    let lease = LeaseConfig {
         namespace: "default".into(),
         name: "mds".into(),
         identity: "start".into(),
         duration_seconds: 15,
         grace_seconds: 5,
-    });
+    };
+    let mut config = super::common::config("default", "start", Leadership::Lease(lease));
     config.listeners = vec![(
         probes,
         Endpoints {
