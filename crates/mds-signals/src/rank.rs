@@ -174,6 +174,14 @@ pub fn children_of<'a, 'p: 'a>(
     samples: impl Iterator<Item = &'a Sample<'p>>,
     collapse: PidCollapse,
 ) -> Vec<Child<'a>> {
+    let mut samples = samples.peekable();
+    let Some(first) = samples.next() else {
+        return Vec::new();
+    };
+    if samples.peek().is_none() {
+        return only_child(page.labels(first), first.value);
+    }
+    let samples = std::iter::once(first).chain(samples);
     // Every identity of the family lives in one buffer: a family costs a few allocations,
     // not one per sample.
     let mut entries: Vec<Entry<'a>> = Vec::with_capacity(samples.size_hint().0);
@@ -240,6 +248,20 @@ pub fn children_of<'a, 'p: 'a>(
         rest = &rest[group..];
     }
     kids
+}
+
+/// The rule on a family of one sample (most gauges and counters, a histogram's `_sum` and
+/// `_count`): it is its own child, with its value whatever the collapse, unless it is part
+/// of a priority breakdown.
+fn only_child<'a>(labels: &'a [Label<'a>], value: f64) -> Vec<Child<'a>> {
+    let breakdown = labels
+        .iter()
+        .any(|l| l.name == "priority" && !l.value.is_empty());
+    if breakdown {
+        Vec::new()
+    } else {
+        vec![Child { labels, value }]
+    }
 }
 
 /// The entries' places in identity order, then rank order, then page order. With packed

@@ -253,7 +253,7 @@ impl MemoryCluster {
         if kind == Kind::Target && st.hooks.fences() {
             fence_target(&st, old.as_ref(), &doc)?;
         }
-        Ok(st.store(key, old, doc))
+        Ok(st.store(key, old.as_ref(), doc))
     }
 
     /// Deletes an object at `now`: with finalizers it gets a deletion timestamp and a new
@@ -327,11 +327,8 @@ impl State {
 
     /// Stores `doc` over `old`: keeps uid and creation, moves the resource version, and the
     /// generation when the spec changed; an object being deleted whose finalizers are gone goes.
-    fn store(&mut self, key: (Kind, String, String), old: Option<Value>, mut doc: Value) -> Value {
-        let meta_old = old
-            .as_ref()
-            .map(|o| o["metadata"].clone())
-            .unwrap_or(Value::Null);
+    fn store(&mut self, key: (Kind, String, String), old: Option<&Value>, mut doc: Value) -> Value {
+        let meta_old = old.map_or(&Value::Null, |o| &o["metadata"]);
         if doc["metadata"]["uid"].is_null() {
             doc["metadata"]["uid"] = match &meta_old["uid"] {
                 Value::Null => {
@@ -342,7 +339,7 @@ impl State {
             };
         }
         let generation = meta_old["generation"].as_i64();
-        let spec_changed = old.as_ref().is_none_or(|o| o["spec"] != doc["spec"]);
+        let spec_changed = old.is_none_or(|o| o["spec"] != doc["spec"]);
         doc["metadata"]["generation"] = json!(match generation {
             None => 1,
             Some(g) if spec_changed => g + 1,
@@ -412,7 +409,7 @@ impl State {
         if self.hooks.fences() {
             fence_target(self, Some(&old), &doc)?;
         }
-        let written = self.store(key, Some(old), doc);
+        let written = self.store(key, Some(&old), doc);
         typed(&written, "target").map_err(WriteError::Unavailable)
     }
 
@@ -425,7 +422,7 @@ impl State {
         let ns = scaler.metadata.namespace.clone().unwrap_or_default();
         let name = scaler.metadata.name.clone().unwrap_or_default();
         let key = (Kind::Scaler, ns.clone(), name.clone());
-        let Some(old) = self.objects.get(&key).cloned() else {
+        let Some(old) = self.objects.get(&key) else {
             return Err(WriteError::NotFound(format!(
                 "modeldeploymentscalers {ns}/{name}"
             )));
@@ -438,7 +435,9 @@ impl State {
         }
         let mut doc = old.clone();
         change(&mut doc);
-        let written = self.store(key, Some(old), doc);
+        // The stored object is replaced: taken out, not copied (a status is most of it).
+        let old = self.objects.remove(&key);
+        let written = self.store(key, old.as_ref(), doc);
         typed(&written, "scaler").map_err(WriteError::Unavailable)
     }
 

@@ -1,41 +1,46 @@
 //! What the adapters read with: a page indexed by series name, the rank rule per family, and
 //! the notes on which series were used or ignored and which readings are missing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use super::{Counter, EngineKind, EngineSample, Histogram, Latency, SeriesUse, reads_series};
 use crate::exposition::{Page, Sample, parse_value};
 use crate::rank::{Child, PidCollapse, children_of, push_label_key};
 
-/// A page with its samples indexed by series name, so each family is found once.
+/// A page with its samples found by series name.
 pub struct Families<'a, 'p> {
     pub page: &'a Page<'p>,
-    index: HashMap<&'p str, Vec<u32>>,
+    /// The runs of samples of one series, in page order: children of a family come in runs,
+    /// and an engine page has a few dozen, so a scan beats hashing every name.
+    runs: Vec<Run<'p>>,
     /// The engine whose family list every lookup must pass (checked in debug builds), so a
     /// series the adapter reads can never be filtered out of the page before it.
     listed: Option<EngineKind>,
 }
 
+/// Samples `start..end` of a page, all of series `name`.
+struct Run<'p> {
+    name: &'p str,
+    start: usize,
+    end: usize,
+}
+
 impl<'a, 'p> Families<'a, 'p> {
     pub fn new(page: &'a Page<'p>) -> Self {
-        let mut index: HashMap<&'p str, Vec<u32>> = HashMap::new();
-        // Children of a family come in runs: one lookup per run, not per sample.
-        let mut start = 0;
-        while let Some(first) = page.samples.get(start) {
-            let run = page.samples[start..]
-                .iter()
-                .position(|s| s.name != first.name)
-                .unwrap_or(page.samples.len() - start);
-            let end = start + run;
-            index
-                .entry(first.name)
-                .or_default()
-                .extend(start as u32..end as u32);
-            start = end;
+        let mut runs: Vec<Run<'p>> = Vec::new();
+        for (i, sample) in page.samples.iter().enumerate() {
+            match runs.last_mut() {
+                Some(run) if run.name == sample.name => run.end = i + 1,
+                _ => runs.push(Run {
+                    name: sample.name,
+                    start: i,
+                    end: i + 1,
+                }),
+            }
         }
         Families {
             page,
-            index,
+            runs,
             listed: None,
         }
     }
@@ -50,14 +55,22 @@ impl<'a, 'p> Families<'a, 'p> {
     /// Whether any sample of this series is on the page.
     pub fn has(&self, name: &str) -> bool {
         self.check_listed(name);
-        self.index.contains_key(name)
+        self.runs.iter().any(|run| run.name == name)
     }
 
     /// Whether any part of this histogram is on the page.
     pub fn has_histogram(&self, base: &str) -> bool {
-        ["_bucket", "_sum", "_count"]
-            .iter()
-            .any(|suffix| self.has(&format!("{base}{suffix}")))
+        const PARTS: [&str; 3] = ["_bucket", "_sum", "_count"];
+        if cfg!(debug_assertions) {
+            for part in PARTS {
+                self.check_listed(&format!("{base}{part}"));
+            }
+        }
+        self.runs.iter().any(|run| {
+            run.name
+                .strip_prefix(base)
+                .is_some_and(|part| PARTS.contains(&part))
+        })
     }
 
     fn check_listed(&self, name: &str) {
@@ -69,12 +82,20 @@ impl<'a, 'p> Families<'a, 'p> {
         }
     }
 
-    fn samples(&self, name: &str) -> impl Iterator<Item = &'a Sample<'p>> + use<'a, 'p, '_> {
+    fn samples<'s>(
+        &'s self,
+        name: &'s str,
+    ) -> impl Iterator<Item = &'a Sample<'p>> + use<'a, 'p, 's> {
         self.check_listed(name);
         let page = self.page;
-        // A slice iterator, so the rank rule can size its buffers from the count.
-        let indices = self.index.get(name).map_or(&[][..], Vec::as_slice);
-        indices.iter().map(move |&i| &page.samples[i as usize])
+        let mut runs = self.runs.iter().filter(move |run| run.name == name);
+        // Mostly one run: its slice iterator, so the rank rule can size its buffers.
+        let first = runs
+            .next()
+            .map_or(&[][..], |run| &page.samples[run.start..run.end]);
+        first
+            .iter()
+            .chain(runs.flat_map(move |run| &page.samples[run.start..run.end]))
     }
 
     fn children(&self, name: &str, collapse: PidCollapse) -> Vec<Child<'a>> {
@@ -237,15 +258,14 @@ impl<'a, 'p> Reader<'a, 'p> {
     }
 
     pub fn add_histogram(&mut self, base: &str, latency: Latency) -> bool {
-        let buckets = self
-            .families
-            .children(&format!("{base}_bucket"), PidCollapse::Max);
-        let sums = self
-            .families
-            .children(&format!("{base}_sum"), PidCollapse::Max);
-        let counts = self
-            .families
-            .children(&format!("{base}_count"), PidCollapse::Max);
+        let mut name = String::with_capacity(base.len() + "_bucket".len());
+        let mut part = |suffix: &str| {
+            name.clear();
+            name.push_str(base);
+            name.push_str(suffix);
+            self.families.children(&name, PidCollapse::Max)
+        };
+        let (buckets, sums, counts) = (part("_bucket"), part("_sum"), part("_count"));
         if buckets.is_empty() && sums.is_empty() && counts.is_empty() {
             self.lack(Some(latency.reading()), || {
                 format!("{base} is not on the page")

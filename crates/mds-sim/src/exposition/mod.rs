@@ -20,46 +20,109 @@ pub struct PageContext<'a> {
 pub fn render(state: &EngineState, context: &PageContext) -> String {
     // A vLLM page is about 9 kB; one allocation instead of a dozen doublings.
     let mut page = Page {
-        out: String::with_capacity(12 * 1024),
+        out: Vec::with_capacity(12 * 1024),
     };
     match state.flavor {
         EngineFlavor::Vllm010 | EngineFlavor::Vllm011 => vllm::render(&mut page, state, context),
         EngineFlavor::Sglang => sglang::render(&mut page, state, context),
     }
-    page.out
+    // Every byte written is a `str`'s or an ASCII digit or sign, so this never fails.
+    String::from_utf8(page.out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
 }
 
 /// A number as `prometheus_client` prints it: whole numbers with `.0`, `+Inf`, `NaN`.
 #[cfg(test)]
 fn number(value: f64) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     push_number(&mut out, value);
-    out
+    String::from_utf8(out).expect("a number is ASCII")
 }
 
 /// [`number`] written onto `out` (pages are rendered on every simulated scrape).
-fn push_number(out: &mut String, value: f64) {
-    use std::fmt::Write as _;
+fn push_number(out: &mut Vec<u8>, value: f64) {
+    use std::io::Write as _;
     if value.is_nan() {
-        out.push_str("NaN");
+        out.extend_from_slice("NaN".as_bytes());
     } else if value.is_infinite() {
-        out.push_str(if value > 0.0 { "+Inf" } else { "-Inf" });
-    } else if value.fract() == 0.0 && value.abs() < 1e15 {
-        push_integer(out, value as i64);
-        out.push_str(".0");
-    } else if value.fract() == 0.0 && value.abs() < 1e16 {
+        out.extend_from_slice(if value > 0.0 { "+Inf" } else { "-Inf" }.as_bytes());
+    } else if let Some(whole) = whole_below(value, 1e15) {
+        push_integer(out, whole);
+        out.extend_from_slice(".0".as_bytes());
+    } else if whole_below(value, 1e16).is_some() {
         let _ = write!(out, "{value:.1}");
-    } else {
+    } else if !push_short_decimal(out, value) {
         let _ = write!(out, "{value}");
+    }
+}
+
+/// Writes a value that is a decimal of at most six places below a million (bucket bounds,
+/// KV fractions) as `{value}` would, without the shortest-digits search the formatter runs;
+/// returns false, writing nothing, for any other value. When `n / 10^6` parses back to
+/// `value` (division by an exact power of ten rounds correctly, as parsing does), `n`'s
+/// digits without trailing zeros are the shortest text that does: a decimal of fewer places
+/// would be another `n`, and below a million those lie far more than the value's precision
+/// apart.
+fn push_short_decimal(out: &mut Vec<u8>, value: f64) -> bool {
+    const SCALE: f64 = 1e6;
+    if !(value.abs() < SCALE) {
+        return false;
+    }
+    // Rounded half away from zero, as `f64::round` (a library call on baseline x86-64).
+    let product = value * SCALE;
+    let truncated = product as i64;
+    let scaled = if (product - truncated as f64).abs() >= 0.5 {
+        truncated + if product < 0.0 { -1 } else { 1 }
+    } else {
+        truncated
+    };
+    if scaled as f64 / SCALE != value {
+        return false;
+    }
+    let magnitude = scaled.unsigned_abs();
+    let (whole, mut fraction) = (magnitude / 1_000_000, magnitude % 1_000_000);
+    if fraction == 0 {
+        return false;
+    }
+    if value < 0.0 {
+        out.push(b'-');
+    }
+    push_integer(out, whole as i64);
+    let mut digits = [b'0'; 7];
+    digits[0] = b'.';
+    for slot in digits[1..].iter_mut().rev() {
+        *slot = b'0' + (fraction % 10) as u8;
+        fraction /= 10;
+    }
+    let places = 7 - digits.iter().rev().take_while(|&&d| d == b'0').count();
+    out.extend_from_slice(&digits[..places]);
+    true
+}
+
+/// The value as an integer when it is a whole number of magnitude under `limit` (at most
+/// 2^63), found with a conversion instead of `fract` (a library call on baseline x86-64).
+fn whole_below(value: f64, limit: f64) -> Option<i64> {
+    (value.abs() < limit)
+        .then_some(value as i64)
+        .filter(|&whole| whole as f64 == value)
+}
+
+/// `value.floor()` (a library call on baseline x86-64) by a conversion, for the counts a
+/// page rounds down.
+fn floor(value: f64) -> f64 {
+    if !(value.abs() < 4.5e15) {
+        return value.floor();
+    }
+    let truncated = value as i64 as f64;
+    if truncated > value {
+        truncated - 1.0
+    } else {
+        truncated
     }
 }
 
 /// A whole number's digits (the formatter's machinery costs more than the digits on a
 /// page of a few hundred numbers rendered on every simulated scrape).
-fn push_integer(out: &mut String, value: i64) {
-    if value < 0 {
-        out.push('-');
-    }
+fn push_integer(out: &mut Vec<u8>, value: i64) {
     let mut digits = [0u8; 20];
     let mut rest = value.unsigned_abs();
     let mut start = digits.len();
@@ -71,26 +134,64 @@ fn push_integer(out: &mut String, value: i64) {
             break;
         }
     }
-    for &d in &digits[start..] {
-        out.push(char::from(d));
+    if value < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[start..]);
+}
+
+/// A label value with `\\`, `"` and newlines escaped, written onto `out`.
+fn push_escaped(out: &mut Vec<u8>, value: &str) {
+    if memchr::memchr3(b'\\', b'"', b'\n', value.as_bytes()).is_none() {
+        out.extend_from_slice(value.as_bytes());
+        return;
+    }
+    for c in value.chars() {
+        match c {
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '"' => out.extend_from_slice(b"\\\""),
+            '\n' => out.extend_from_slice(b"\\n"),
+            c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+        }
     }
 }
 
-/// A label value with `\`, `"` and newlines escaped, written onto `out`.
-fn push_escaped(out: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
+/// A label set as a sample prints it, `name="value",...` with values escaped: rendered once
+/// per page, not once per sample.
+#[derive(Default)]
+pub(crate) struct Labels(Vec<u8>);
+
+impl Labels {
+    pub(crate) fn new(labels: &[(&str, &str)]) -> Labels {
+        let mut text = Labels::default();
+        for (name, value) in labels {
+            text.push(name, value);
         }
+        text
+    }
+
+    /// These labels and one more, last.
+    pub(crate) fn with(&self, name: &str, value: &str) -> Labels {
+        let mut text = Labels(self.0.clone());
+        text.push(name, value);
+        text
+    }
+
+    fn push(&mut self, name: &str, value: &str) {
+        if !self.0.is_empty() {
+            self.0.push(b',');
+        }
+        self.0.extend_from_slice(name.as_bytes());
+        self.0.extend_from_slice(b"=\"");
+        push_escaped(&mut self.0, value);
+        self.0.push(b'"');
     }
 }
 
 #[derive(Default)]
 pub(crate) struct Page {
-    out: String,
+    /// The page's bytes: digits go in without a UTF-8 check each.
+    out: Vec<u8>,
 }
 
 impl Page {
@@ -106,11 +207,11 @@ impl Page {
             kind,
             "\n",
         ] {
-            self.out.push_str(part);
+            self.out.extend_from_slice(part.as_bytes());
         }
     }
 
-    pub(crate) fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+    pub(crate) fn sample(&mut self, name: &str, labels: &Labels, value: f64) {
         self.sample_with_le(name, "", labels, None, value);
     }
 
@@ -119,61 +220,51 @@ impl Page {
         &mut self,
         name: &str,
         suffix: &str,
-        labels: &[(&str, &str)],
+        labels: &Labels,
         le: Option<f64>,
         value: f64,
     ) {
-        self.out.push_str(name);
-        self.out.push_str(suffix);
-        if !labels.is_empty() || le.is_some() {
-            self.out.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
-                }
-                self.out.push_str(k);
-                self.out.push_str("=\"");
-                push_escaped(&mut self.out, v);
-                self.out.push('"');
-            }
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.extend_from_slice(suffix.as_bytes());
+        if !labels.0.is_empty() || le.is_some() {
+            self.out.push(b'{');
+            self.out.extend_from_slice(&labels.0);
             if let Some(le) = le {
-                if !labels.is_empty() {
-                    self.out.push(',');
+                if !labels.0.is_empty() {
+                    self.out.push(b',');
                 }
-                self.out.push_str("le=\"");
+                self.out.extend_from_slice(b"le=\"");
                 push_number(&mut self.out, le);
-                self.out.push('"');
+                self.out.push(b'"');
             }
-            self.out.push('}');
+            self.out.push(b'}');
         }
-        self.out.push(' ');
+        self.out.push(b' ');
         push_number(&mut self.out, value);
-        self.out.push('\n');
+        self.out.push(b'\n');
     }
 
     /// A gauge family with one sample.
-    pub(crate) fn gauge(&mut self, name: &str, help: &str, labels: &[(&str, &str)], value: f64) {
+    pub(crate) fn gauge(&mut self, name: &str, help: &str, labels: &Labels, value: f64) {
         self.family(name, help, "gauge");
         self.sample(name, labels, value);
     }
 
     /// A counter family (`_total` on the TYPE line and the sample) with one sample.
-    pub(crate) fn counter(
-        &mut self,
-        total_name: &str,
-        help: &str,
-        labels: &[(&str, &str)],
-        value: f64,
-    ) {
+    pub(crate) fn counter(&mut self, total_name: &str, help: &str, labels: &Labels, value: f64) {
         self.family(total_name, help, "counter");
-        self.sample(total_name, labels, value.floor());
+        self.sample(total_name, labels, floor(value));
     }
 
     /// The `_created` gauge family single-process collectors add after a counter or histogram.
-    pub(crate) fn created(&mut self, base: &str, labels: &[(&str, &str)], unix_seconds: f64) {
-        let name = format!("{base}_created");
-        self.family(&name, &format!("Creation time of {base}"), "gauge");
-        self.sample(&name, labels, unix_seconds);
+    pub(crate) fn created(&mut self, base: &str, labels: &Labels, unix_seconds: f64) {
+        for part in ["# HELP ", base, "_created Creation time of ", base] {
+            self.out.extend_from_slice(part.as_bytes());
+        }
+        for part in ["\n# TYPE ", base, "_created gauge\n"] {
+            self.out.extend_from_slice(part.as_bytes());
+        }
+        self.sample_with_le(base, "_created", labels, None, unix_seconds);
     }
 
     /// A histogram child: buckets, `_count` and `_sum`, with `_sum` first when `sum_first`
@@ -182,7 +273,7 @@ impl Page {
         &mut self,
         base: &str,
         help: &str,
-        labels: &[(&str, &str)],
+        labels: &Labels,
         h: &HistogramAcc,
         sum_first: bool,
     ) {
@@ -190,9 +281,9 @@ impl Page {
         if sum_first {
             self.sample_with_le(base, "_sum", labels, None, h.sum);
         }
-        let count = h.count.floor();
+        let count = floor(h.count);
         for (bound, cumulative) in h.bounds.iter().zip(&h.cumulative) {
-            let value = cumulative.floor().min(count);
+            let value = floor(*cumulative).min(count);
             self.sample_with_le(base, "_bucket", labels, Some(*bound), value);
         }
         self.sample_with_le(base, "_bucket", labels, Some(f64::INFINITY), count);
@@ -222,9 +313,54 @@ mod tests {
     }
 
     #[test]
+    fn short_decimals_print_as_the_formatter_prints_them() {
+        for value in [
+            0.001, 0.005, 0.025, 0.1, 0.3, 2.5, 7.5, 0.62, -0.5, 123456.7, 0.000001,
+        ] {
+            assert_eq!(number(value), format!("{value}"), "{value}");
+        }
+        // Not a short decimal: the formatter's shortest digits.
+        assert_eq!(number(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(number(1e-7), "0.0000001");
+        assert_eq!(number(2_000_000.5), "2000000.5");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn floor_is_the_library_floor(value in proptest::num::f64::ANY) {
+            let (ours, library) = (floor(value), value.floor());
+            proptest::prop_assert!(ours == library || (ours.is_nan() && library.is_nan()), "{}", value);
+        }
+
+        #[test]
+        fn every_finite_number_prints_as_the_formatter_prints_it(
+            value in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO,
+            places in 0u32..8,
+            whole in -2_000_000i64..2_000_000,
+        ) {
+            // Random doubles, and decimals of a few places (what pages mostly hold).
+            let decimal = whole as f64 / 10f64.powi(places as i32);
+            for v in [value, decimal] {
+                // Whole numbers with `.0`; prometheus_client prints no negative zero.
+                let expected = if v == 0.0 {
+                    "0.0".to_string()
+                } else if v.fract() == 0.0 && v.abs() < 1e16 {
+                    format!("{v:.1}")
+                } else {
+                    format!("{v}")
+                };
+                proptest::prop_assert_eq!(number(v), expected, "{}", v);
+            }
+        }
+    }
+
+    #[test]
     fn label_values_are_escaped() {
         let mut page = Page::default();
-        page.sample("x", &[("model_name", "a\"b\\c")], 1.0);
-        assert_eq!(page.out, "x{model_name=\"a\\\"b\\\\c\"} 1.0\n");
+        page.sample("x", &Labels::new(&[("model_name", "a\"b\\c")]), 1.0);
+        assert_eq!(
+            String::from_utf8(page.out).unwrap(),
+            "x{model_name=\"a\\\"b\\\\c\"} 1.0\n"
+        );
     }
 }

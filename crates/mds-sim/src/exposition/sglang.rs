@@ -5,7 +5,7 @@
 //! tokens child appear only once they have something to count, as the engine creates them
 //! lazily (ENGINE-METRICS.md §3).
 
-use super::{Page, PageContext};
+use super::{Labels, Page, PageContext};
 use crate::engine::{EngineState, WorkKind};
 
 pub(super) fn render(page: &mut Page, state: &EngineState, context: &PageContext) {
@@ -14,13 +14,13 @@ pub(super) fn render(page: &mut Page, state: &EngineState, context: &PageContext
         WorkKind::Prefill => "prefill",
         WorkKind::Decode => "decode",
     };
-    let scheduler: &[(&str, &str)] = &[
+    let scheduler = &Labels::new(&[
         ("model_name", context.model_name),
         ("engine_type", engine_type),
         ("tp_rank", "0"),
         ("pp_rank", "0"),
         ("moe_ep_rank", "0"),
-    ];
+    ]);
     let c = &state.counters;
 
     page.gauge(
@@ -65,13 +65,14 @@ pub(super) fn render(page: &mut Page, state: &EngineState, context: &PageContext
         ("host_hit", 0.0),
         ("storage_hit", 0.0),
     ] {
-        let mut labels = scheduler.to_vec();
-        labels.push(("mode", mode));
-        page.sample(effective, &labels, value.floor());
+        page.sample(
+            effective,
+            &scheduler.with("mode", mode),
+            super::floor(value),
+        );
     }
 
-    let tokenizer: &[(&str, &str)] =
-        &[("model_name", context.model_name), ("is_streaming", "true")];
+    let tokenizer = &Labels::new(&[("model_name", context.model_name), ("is_streaming", "true")]);
     page.counter(
         "sglang:prompt_tokens_total",
         "Prompt tokens of finished requests, cached ones included.",
@@ -88,10 +89,10 @@ pub(super) fn render(page: &mut Page, state: &EngineState, context: &PageContext
         page.counter(
             "sglang:cached_tokens_total",
             "Cached prompt tokens of finished requests.",
-            &[
+            &Labels::new(&[
                 ("model_name", context.model_name),
                 ("cache_source", "device"),
-            ],
+            ]),
             c.prefix_hit_tokens,
         );
     }
@@ -106,7 +107,7 @@ pub(super) fn render(page: &mut Page, state: &EngineState, context: &PageContext
         page.histogram(
             "sglang:inter_token_latency_seconds",
             "Seconds per output token.",
-            &[("model_name", context.model_name)],
+            &Labels::new(&[("model_name", context.model_name)]),
             &state.itl,
             true,
         );

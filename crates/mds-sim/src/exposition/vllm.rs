@@ -3,19 +3,19 @@
 //! deprecated KV-usage and prefix-cache names next to the preferred ones; both 0.10.2 and 0.11
 //! export ITL under both histogram names (ENGINE-METRICS.md §2).
 
-use super::{Page, PageContext};
+use super::{Labels, Page, PageContext};
 use crate::engine::{EngineFlavor, EngineState};
 
 pub(super) fn render(page: &mut Page, state: &EngineState, context: &PageContext) {
     let legacy = state.flavor == EngineFlavor::Vllm010;
-    let labels: &[(&str, &str)] = &[("model_name", context.model_name), ("engine", "0")];
+    let labels = &Labels::new(&[("model_name", context.model_name), ("engine", "0")]);
     let created = state.started_at.as_millisecond() as f64 / 1000.0;
     let c = &state.counters;
 
     page.gauge(
         "process_start_time_seconds",
         "Start time of the process since unix epoch in seconds.",
-        &[],
+        &Labels::default(),
         created,
     );
     page.gauge(

@@ -6,21 +6,22 @@ use jiff::Timestamp;
 use mds_api::target::LoadBalance;
 
 use super::deployment::Deployment;
-use super::{DeploymentKey, World, WorldConfig, instance, serving, views};
+use super::{DeploymentKey, World, instance, serving, views};
 use crate::engine::EngineState;
 use crate::exposition::{PageContext, render};
 
 impl World {
     /// The `/metrics` page of a Pod, or `None` when it does not answer.
     pub fn metrics_page(&self, namespace: &str, pod_name: &str) -> Option<String> {
-        self.find_member(|dep, m| dep.key.namespace == namespace && m.name == pod_name)
-            .map(|source| source.render())
+        self.find_member(
+            |dep, m| dep.key.namespace == namespace && m.name == pod_name,
+            render_page,
+        )
     }
 
     /// The `/metrics` page served at an address slot (see [`PodView::ip_slot`]).
     pub fn metrics_page_at_slot(&self, slot: u32) -> Option<String> {
-        self.find_member(|_, m| m.ip_slot == slot)
-            .map(|source| source.render())
+        self.find_member(|_, m| m.ip_slot == slot, render_page)
     }
 
     /// The page at an address slot as of `now`: the engines of that Pod's deployment serve the
@@ -57,16 +58,31 @@ impl World {
             return None;
         }
         serving::serve(dep, now, &self.config);
-        member_source(dep, &self.config, |m| m.ip_slot == slot)?
+        member_engine(
+            dep,
+            |m| m.ip_slot == slot,
+            |engine, model_name| PageSource {
+                engine: engine.clone(),
+                model_name: model_name.to_string(),
+            },
+        )?
     }
 
-    fn find_member(
+    /// `page` of the engine of the first member `wanted` picks, when that member answers.
+    fn find_member<R>(
         &self,
         wanted: impl Fn(&Deployment, &instance::Member) -> bool,
-    ) -> Option<PageSource> {
+        page: impl FnOnce(&EngineState, &str) -> R,
+    ) -> Option<R> {
+        let mut page = Some(page);
         for dep in self.deployments.values() {
-            if let Some(found) = member_source(dep, &self.config, |m| wanted(dep, m)) {
-                return found;
+            let found = member_engine(
+                dep,
+                |m| wanted(dep, m),
+                |engine, model_name| page.take().map(|page| page(engine, model_name)),
+            );
+            if let Some(found) = found {
+                return found.flatten();
             }
         }
         None
@@ -83,39 +99,37 @@ pub struct PageSource {
 impl PageSource {
     /// The page text.
     pub fn render(&self) -> String {
-        render(
-            &self.engine,
-            &PageContext {
-                model_name: &self.model_name,
-            },
-        )
+        render_page(&self.engine, &self.model_name)
     }
 }
 
-/// The page source of the first member of `dep` that `wanted` picks: `None` when it picks
-/// none, `Some(None)` when the member it picks does not answer.
-fn member_source(
+fn render_page(engine: &EngineState, model_name: &str) -> String {
+    render(engine, &PageContext { model_name })
+}
+
+/// `page` of the engine of the first member of `dep` that `wanted` picks (its share of the
+/// instance's work under External load balancing) and the model name: `None` when `wanted`
+/// picks none, `Some(None)` when the member it picks does not answer. Borrowed, so a scrape
+/// copies no engine state unless the member serves a share.
+fn member_engine<R>(
     dep: &Deployment,
-    config: &WorldConfig,
     wanted: impl Fn(&instance::Member) -> bool,
-) -> Option<Option<PageSource>> {
-    for (role, i) in dep.instances() {
+    page: impl FnOnce(&EngineState, &str) -> R,
+) -> Option<Option<R>> {
+    for (_, i) in dep.instances() {
         for m in &i.members {
             if !wanted(m) {
                 continue;
             }
-            let view = views::pod_view(dep, role, i, m, config);
-            let Some(engine) = i.engine.as_ref().filter(|_| view.serves_metrics) else {
+            let Some(engine) = i.engine.as_ref().filter(|_| views::serves_metrics(i, m)) else {
                 return Some(None);
             };
-            let engine = if i.shape.load_balance == LoadBalance::External {
-                // Each member serves its share of the instance's work.
-                engine.member_share(m.index, i.shape.size)
+            let model_name = dep.object.metadata.name.as_deref().unwrap_or_default();
+            return Some(Some(if i.shape.load_balance == LoadBalance::External {
+                page(&engine.member_share(m.index, i.shape.size), model_name)
             } else {
-                engine.clone()
-            };
-            let model_name = dep.object.metadata.name.clone().unwrap_or_default();
-            return Some(Some(PageSource { engine, model_name }));
+                page(engine, model_name)
+            }));
         }
     }
     None

@@ -216,12 +216,17 @@ pub(crate) fn pod_view(
         pod_ip: running.then(|| loopback_ip(m.ip_slot)),
         metrics_port: i.shape.port,
         restart_count: m.restart_count,
-        // With External load balancing every member is an engine of its own.
-        serves_metrics: ready
-            && (m.index == 0 || i.shape.load_balance == LoadBalance::External)
-            && i.shape.managed
-            && i.engine.is_some(),
+        serves_metrics: serves_metrics(i, m),
     }
+}
+
+/// Whether a member answers `/metrics`: the leader of a ready instance of a known engine, or
+/// with External load balancing every member, each an engine of its own.
+pub(crate) fn serves_metrics(i: &Instance, m: &Member) -> bool {
+    i.is_ready()
+        && (m.index == 0 || i.shape.load_balance == LoadBalance::External)
+        && i.shape.managed
+        && i.engine.is_some()
 }
 
 /// The instance's Workload, while it exists (not before composition, not after deletion).
