@@ -221,15 +221,23 @@ impl Recorder {
             if above_budget {
                 bin.above_budget_seconds += dt;
             }
-            bin.replicas.clone_from(replicas);
-            bin.ready.clone_from(ready);
+            // Called every simulated second: copy the counts only when they changed.
+            if bin.replicas != *replicas {
+                bin.replicas.clone_from(replicas);
+            }
+            if bin.ready != *ready {
+                bin.ready.clone_from(ready);
+            }
             t = end;
         }
         for (role, &n) in replicas {
-            let entry = self
-                .replica_seconds
-                .entry(role.clone())
-                .or_insert((n, n, 0.0));
+            let entry = match self.replica_seconds.get_mut(role) {
+                Some(entry) => entry,
+                None => self
+                    .replica_seconds
+                    .entry(role.clone())
+                    .or_insert((n, n, 0.0)),
+            };
             entry.0 = entry.0.min(n);
             entry.1 = entry.1.max(n);
             entry.2 += f64::from(n) * (t1 - t0);

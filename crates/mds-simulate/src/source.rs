@@ -24,16 +24,15 @@ pub(crate) struct PagePod {
 impl<'w> Pages<'w> {
     pub(crate) fn of(world: &'w World, key: &DeploymentKey) -> Pages<'w> {
         let pods = world
-            .pods(key)
+            .metrics_endpoints(key)
             .into_iter()
-            .filter(|p| p.serves_metrics)
-            .filter_map(|p| {
+            .map(|(ip, name, role, ordinal)| {
                 let pod = PagePod {
-                    name: p.metadata.name.clone()?,
-                    role: p.role.clone(),
-                    ordinal: p.ordinal,
+                    name,
+                    role,
+                    ordinal,
                 };
-                Some((p.pod_ip.clone()?, pod))
+                (ip, pod)
             })
             .collect();
         Pages {

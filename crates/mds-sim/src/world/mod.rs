@@ -511,6 +511,25 @@ impl World {
             .collect()
     }
 
+    /// The deployment's Pods that answer `/metrics` (see [`PodView::serves_metrics`]), as a
+    /// scraper finds them, without building the Pods: (address, Pod name, role, ordinal).
+    pub fn metrics_endpoints(&self, key: &DeploymentKey) -> Vec<(String, String, String, u32)> {
+        let Some(dep) = self.deployments.get(key) else {
+            return Vec::new();
+        };
+        dep.instances()
+            .flat_map(|(role, i)| {
+                i.members
+                    .iter()
+                    .filter(|m| views::serves_metrics(i, m))
+                    .map(move |m| {
+                        let ip = instance::loopback_ip(m.ip_slot);
+                        (ip, m.name.clone(), role.to_string(), i.ordinal)
+                    })
+            })
+            .collect()
+    }
+
     /// Every Pod of the world.
     pub fn all_pods(&self) -> Vec<PodView> {
         self.deployments.keys().flat_map(|k| self.pods(k)).collect()

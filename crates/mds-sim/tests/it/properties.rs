@@ -125,6 +125,14 @@ proptest! {
                 }
             }
         }
+        // The endpoints a scraper finds are the Pods that serve metrics, with their address.
+        let endpoints: Vec<_> = world
+            .pods(&k)
+            .into_iter()
+            .filter(|p| p.serves_metrics)
+            .map(|p| (p.pod_ip.unwrap(), p.metadata.name.unwrap(), p.role, p.ordinal))
+            .collect();
+        prop_assert_eq!(world.metrics_endpoints(&k), endpoints);
         // Every page a Pod serves parses cleanly.
         for pod in world.pods(&k).iter().filter(|p| p.serves_metrics) {
             let page = world.metrics_page("serving", pod.metadata.name.as_deref().unwrap()).unwrap();
