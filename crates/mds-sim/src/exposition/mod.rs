@@ -64,7 +64,7 @@ fn push_number(out: &mut Vec<u8>, value: f64) {
 /// apart.
 fn push_short_decimal(out: &mut Vec<u8>, value: f64) -> bool {
     const SCALE: f64 = 1e6;
-    if !(value.abs() < SCALE) {
+    if value.is_nan() || value.abs() >= SCALE {
         return false;
     }
     // Rounded half away from zero, as `f64::round` (a library call on baseline x86-64).
@@ -109,7 +109,7 @@ fn whole_below(value: f64, limit: f64) -> Option<i64> {
 /// `value.floor()` (a library call on baseline x86-64) by a conversion, for the counts a
 /// page rounds down.
 fn floor(value: f64) -> f64 {
-    if !(value.abs() < 4.5e15) {
+    if value.is_nan() || value.abs() >= 4.5e15 {
         return value.floor();
     }
     let truncated = value as i64 as f64;
