@@ -197,16 +197,25 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
         })
 }
 
+/// Reads `# TYPE name kind` and `# HELP name text`: the keyword, the name and the rest are
+/// split at single blanks (two blanks make an empty name, as the format's other readers
+/// split them). Other comments carry nothing we use.
 fn parse_comment<'a>(comment: &'a str, page: &mut Page<'a>) {
-    let mut parts = comment
-        .trim_start_matches([' ', '\t'])
-        .splitn(3, [' ', '\t']);
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some("TYPE"), Some(name), Some(kind)) => {
-            page.types.push((name, MetricType::parse(kind.trim())));
-        }
-        (Some("HELP"), Some(name), help) => page.helps.push((name, help.unwrap_or("").trim_end())),
-        _ => {} // other comments carry nothing we use
+    // Split by bytes: every page has a HELP and a TYPE line per family.
+    let blank = |text: &str| text.bytes().position(|b| b == b' ' || b == b'\t');
+    let rest = &comment[skip_blanks(comment.as_bytes(), 0)..];
+    let Some(keyword_end) = blank(rest) else {
+        return;
+    };
+    let (keyword, after) = (&rest[..keyword_end], &rest[keyword_end + 1..]);
+    let (name, tail) = match blank(after) {
+        Some(end) => (&after[..end], Some(&after[end + 1..])),
+        None => (after, None),
+    };
+    match (keyword, tail) {
+        ("TYPE", Some(kind)) => page.types.push((name, MetricType::parse(kind.trim()))),
+        ("HELP", help) => page.helps.push((name, help.unwrap_or("").trim_end())),
+        _ => {}
     }
 }
 
@@ -497,6 +506,34 @@ mod tests {
                 ("u".into(), "ünï".into())
             ]
         );
+    }
+
+    proptest! {
+        /// The byte-split comment reader reads what splitting at blank characters reads.
+        #[test]
+        fn comments_read_as_split_at_blanks(
+            parts in prop::collection::vec(
+                prop::sample::select(vec!["TYPE", "HELP", " ", "\t", "a:b_c", "counter", "gauge", "x y", "ü", ""]),
+                0..7,
+            )
+        ) {
+            let comment: String = parts.concat();
+            let mut page = Page::default();
+            parse_comment(&comment, &mut page);
+            let mut oracle = Page::default();
+            let mut split = comment.trim_start_matches([' ', '\t']).splitn(3, [' ', '\t']);
+            match (split.next(), split.next(), split.next()) {
+                (Some("TYPE"), Some(name), Some(kind)) => {
+                    oracle.types.push((name, MetricType::parse(kind.trim())));
+                }
+                (Some("HELP"), Some(name), help) => {
+                    oracle.helps.push((name, help.unwrap_or("").trim_end()));
+                }
+                _ => {}
+            }
+            prop_assert_eq!(page.types, oracle.types);
+            prop_assert_eq!(page.helps, oracle.helps);
+        }
     }
 
     #[test]

@@ -392,14 +392,27 @@ fn histogram_deltas(
 
 fn histogram_delta(before: &Histogram, now: &Histogram) -> Result<HistogramDelta, &'static str> {
     let new_child = before.buckets.is_empty() && before.count.is_none() && before.sum.is_none();
-    let mut buckets = Vec::with_capacity(now.buckets.len());
-    for &(le, count) in &now.buckets {
-        let earlier = before
+    // Mostly the baseline has the same bounds, each once: bucket i is then its bucket i, and
+    // none vanished (each bound searched for in the other list is the general case).
+    let same_bounds = before.buckets.len() == now.buckets.len()
+        && now.buckets.windows(2).all(|w| w[0].0 < w[1].0)
+        && before
             .buckets
             .iter()
-            .find(|(l, _)| *l == le)
-            .map(|&(_, c)| c)
-            .or(new_child.then_some(0.0));
+            .zip(&now.buckets)
+            .all(|(b, n)| b.0 == n.0);
+    let mut buckets = Vec::with_capacity(now.buckets.len());
+    for (i, &(le, count)) in now.buckets.iter().enumerate() {
+        let earlier = if same_bounds {
+            Some(before.buckets[i].1)
+        } else {
+            before
+                .buckets
+                .iter()
+                .find(|(l, _)| *l == le)
+                .map(|&(_, c)| c)
+        }
+        .or(new_child.then_some(0.0));
         if let Some(earlier) = earlier {
             if !count.is_finite() || !earlier.is_finite() {
                 return Err("a histogram bucket reads NaN or infinity");
@@ -410,10 +423,11 @@ fn histogram_delta(before: &Histogram, now: &Histogram) -> Result<HistogramDelta
             buckets.push((le, count - earlier));
         }
     }
-    if before
-        .buckets
-        .iter()
-        .any(|(le, _)| !now.buckets.iter().any(|(l, _)| l == le))
+    if !same_bounds
+        && before
+            .buckets
+            .iter()
+            .any(|(le, _)| !now.buckets.iter().any(|(l, _)| l == le))
     {
         return Err("a histogram bucket used in the previous sample vanished");
     }
@@ -433,4 +447,59 @@ fn histogram_delta(before: &Histogram, now: &Histogram) -> Result<HistogramDelta
         sum: diff(before.sum, now.sum)?,
         count: diff(before.count, now.count)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Each bucket found by searching the baseline for its bound: the rule the index fast
+    /// path must keep.
+    fn searched(before: &Histogram, now: &Histogram) -> Result<Vec<(f64, f64)>, &'static str> {
+        let new_child = before.buckets.is_empty() && before.count.is_none() && before.sum.is_none();
+        let mut buckets = Vec::new();
+        for &(le, count) in &now.buckets {
+            let found = before.buckets.iter().find(|(l, _)| *l == le);
+            if let Some(earlier) = found.map(|&(_, c)| c).or(new_child.then_some(0.0)) {
+                if !count.is_finite() || !earlier.is_finite() {
+                    return Err("a histogram bucket reads NaN or infinity");
+                }
+                if count < earlier {
+                    return Err("a histogram bucket decreased");
+                }
+                buckets.push((le, count - earlier));
+            }
+        }
+        let vanished = (before.buckets.iter())
+            .any(|(le, _)| !now.buckets.iter().any(|(l, _)| l == le));
+        if vanished {
+            return Err("a histogram bucket used in the previous sample vanished");
+        }
+        Ok(buckets)
+    }
+
+    fn buckets() -> impl Strategy<Value = Vec<(f64, f64)>> {
+        let bound = prop::sample::select(vec![-0.0, 0.0, 0.1, 0.5, 1.0, f64::INFINITY]);
+        let count = prop::sample::select(vec![0.0, 1.0, 2.0, 5.0, f64::NAN]);
+        prop::collection::vec((bound, count), 0..6).prop_map(|mut b| {
+            b.sort_by(|x, y| x.0.total_cmp(&y.0));
+            b
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn bucket_deltas_are_those_a_search_by_bound_finds(before in buckets(), now in buckets(), same: bool) {
+            let now = if same { before.iter().map(|&(le, c)| (le, c + 1.0)).collect() } else { now };
+            let before = Histogram { buckets: before, sum: Some(1.0), count: Some(1.0) };
+            let now = Histogram { buckets: now, sum: Some(2.0), count: Some(2.0) };
+            let ours = histogram_delta(&before, &now).map(|d| d.buckets);
+            let oracle = searched(&before, &now);
+            let bits = |r: Result<Vec<(f64, f64)>, &'static str>| {
+                r.map(|b| b.iter().map(|(l, c)| (l.to_bits(), c.to_bits())).collect::<Vec<_>>())
+            };
+            prop_assert_eq!(bits(ours), bits(oracle));
+        }
+    }
 }
