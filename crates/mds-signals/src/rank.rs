@@ -321,7 +321,7 @@ fn packed_keys(identities: &[(&str, &str)], entries: &mut [Entry]) -> Option<u32
         return None;
     }
     let mut bits = 0;
-    let mut distinct: Vec<&str> = Vec::new();
+    let mut distinct: Vec<(&str, u64)> = Vec::new();
     let mut slots: Vec<u8> = Vec::with_capacity(entries.len());
     for position in 0..names.len() {
         distinct.clear();
@@ -329,19 +329,21 @@ fn packed_keys(identities: &[(&str, &str)], entries: &mut [Entry]) -> Option<u32
         let mut previous = 0;
         for e in entries.iter() {
             let value = identities[e.identity.start + position].1;
+            let print = fingerprint(value);
+            let same = |&(d, p): &(&str, u64)| p == print && (value.len() <= 7 || d == value);
             // Children of a family come in runs and cycles (every `le` of one child, then of
             // the next): the value is mostly the previous one, the next one or the first.
-            let is = |slot: usize| distinct.get(slot) == Some(&value);
+            let is = |slot: usize| distinct.get(slot).is_some_and(same);
             let slot = if is(previous) {
                 previous
             } else if is(previous + 1) {
                 previous + 1
-            } else if let Some(slot) = distinct.iter().position(|d| *d == value) {
+            } else if let Some(slot) = distinct.iter().position(same) {
                 slot
             } else if distinct.len() == MAX_DISTINCT {
                 return None;
             } else {
-                distinct.push(value);
+                distinct.push((value, print));
                 distinct.len() - 1
             };
             slots.push(slot as u8);
@@ -353,7 +355,7 @@ fn packed_keys(identities: &[(&str, &str)], entries: &mut [Entry]) -> Option<u32
             return None;
         }
         let mut by_value: Vec<usize> = (0..distinct.len()).collect();
-        by_value.sort_unstable_by(|a, b| cmp_short(distinct[*a], distinct[*b]));
+        by_value.sort_unstable_by(|a, b| cmp_short(distinct[*a].0, distinct[*b].0));
         let mut rank_of_slot = [0u64; MAX_DISTINCT];
         for (rank, slot) in by_value.into_iter().enumerate() {
             rank_of_slot[slot] = rank as u64;
@@ -363,6 +365,18 @@ fn packed_keys(identities: &[(&str, &str)], entries: &mut [Entry]) -> Option<u32
         }
     }
     Some(bits)
+}
+
+/// A string's length and first seven bytes as one integer: equal strings have equal
+/// fingerprints, and strings of at most seven bytes (most label values: `le` bounds, ranks,
+/// engine numbers) are equal exactly when theirs are, with no byte comparison.
+fn fingerprint(text: &str) -> u64 {
+    let bytes = text.as_bytes();
+    let mut print = bytes.len().min(255) as u64;
+    for (i, &b) in bytes.iter().take(7).enumerate() {
+        print |= u64::from(b) << (8 * (i + 1));
+    }
+    print
 }
 
 /// Collapses the `pid` copies of one group at its lowest rank, given in page order. Each pid
@@ -441,6 +455,21 @@ mod tests {
             "r{pp_rank=\"1\",tp_rank=\"0\"} 5\nr{pp_rank=\"0\",tp_rank=\"3\"} 9\nr{pp_rank=\"0\",tp_rank=\"2\"} 4\n",
         );
         assert_eq!(children(&page, "r", PidCollapse::Max)[0].value, 4.0);
+    }
+
+    #[test]
+    fn values_that_differ_past_their_seventh_byte_are_different_children() {
+        let page = parse("r{m=\"abcdefg1\"} 1\nr{m=\"abcdefg2\"} 2\nr{m=\"abcdefg1\"} 3\n");
+        let values: Vec<f64> = children(&page, "r", PidCollapse::Max)
+            .iter()
+            .map(|c| c.value)
+            .collect();
+        assert_eq!(values, vec![3.0, 2.0]);
+        assert_ne!(
+            fingerprint("abc"),
+            fingerprint("abc\0"),
+            "the length is part of it"
+        );
     }
 
     #[test]

@@ -471,8 +471,8 @@ mod tests {
                 buckets.push((le, count - earlier));
             }
         }
-        let vanished = (before.buckets.iter())
-            .any(|(le, _)| !now.buckets.iter().any(|(l, _)| l == le));
+        let vanished =
+            (before.buckets.iter()).any(|(le, _)| !now.buckets.iter().any(|(l, _)| l == le));
         if vanished {
             return Err("a histogram bucket used in the previous sample vanished");
         }

@@ -7,7 +7,10 @@
 mod sglang;
 mod vllm;
 
-use crate::engine::{EngineFlavor, EngineState, histogram::HistogramAcc};
+use std::sync::LazyLock;
+
+use crate::engine::histogram::{HistogramAcc, layouts};
+use crate::engine::{EngineFlavor, EngineState};
 
 /// What a page says besides the engine's numbers.
 #[derive(Clone, Copy, Debug)]
@@ -156,6 +159,41 @@ fn push_escaped(out: &mut Vec<u8>, value: &str) {
     }
 }
 
+/// A bucket layout and the `le` text of each of its bounds.
+type LayoutTexts = (&'static [f64], Vec<Vec<u8>>);
+
+/// The `le` text of each bound of the engines' bucket layouts, written once: every page of
+/// every engine prints the same bounds.
+static LE_TEXTS: LazyLock<Vec<LayoutTexts>> = LazyLock::new(|| {
+    [
+        layouts::VLLM_TTFT,
+        layouts::VLLM_ITL,
+        layouts::SGLANG_TTFT,
+        layouts::SGLANG_ITL,
+    ]
+    .into_iter()
+    .map(|bounds| {
+        let texts = bounds
+            .iter()
+            .map(|&bound| {
+                let mut text = Vec::new();
+                push_number(&mut text, bound);
+                text
+            })
+            .collect();
+        (bounds, texts)
+    })
+    .collect()
+});
+
+/// The `le` texts of `bounds` when they are one of the engines' layouts (the same slice).
+fn le_texts(bounds: &'static [f64]) -> Option<&'static [Vec<u8>]> {
+    LE_TEXTS
+        .iter()
+        .find(|(layout, _)| std::ptr::eq(*layout, bounds))
+        .map(|(_, texts)| texts.as_slice())
+}
+
 /// A label set as a sample prints it, `name="value",...` with values escaped: rendered once
 /// per page, not once per sample.
 #[derive(Default)]
@@ -215,13 +253,13 @@ impl Page {
         self.sample_with_le(name, "", labels, None, value);
     }
 
-    /// A sample named `name` + `suffix`, with a last `le` label when `le` is given.
+    /// A sample named `name` + `suffix`, with a last `le` label (its text) when `le` is given.
     fn sample_with_le(
         &mut self,
         name: &str,
         suffix: &str,
         labels: &Labels,
-        le: Option<f64>,
+        le: Option<&[u8]>,
         value: f64,
     ) {
         self.out.extend_from_slice(name.as_bytes());
@@ -234,7 +272,7 @@ impl Page {
                     self.out.push(b',');
                 }
                 self.out.extend_from_slice(b"le=\"");
-                push_number(&mut self.out, le);
+                self.out.extend_from_slice(le);
                 self.out.push(b'"');
             }
             self.out.push(b'}');
@@ -282,11 +320,21 @@ impl Page {
             self.sample_with_le(base, "_sum", labels, None, h.sum);
         }
         let count = floor(h.count);
-        for (bound, cumulative) in h.bounds.iter().zip(&h.cumulative) {
+        let texts = le_texts(h.bounds);
+        let mut text = Vec::new();
+        for (i, (bound, cumulative)) in h.bounds.iter().zip(&h.cumulative).enumerate() {
             let value = floor(*cumulative).min(count);
-            self.sample_with_le(base, "_bucket", labels, Some(*bound), value);
+            let le = match texts.and_then(|t| t.get(i)) {
+                Some(known) => known.as_slice(),
+                None => {
+                    text.clear();
+                    push_number(&mut text, *bound);
+                    &text
+                }
+            };
+            self.sample_with_le(base, "_bucket", labels, Some(le), value);
         }
-        self.sample_with_le(base, "_bucket", labels, Some(f64::INFINITY), count);
+        self.sample_with_le(base, "_bucket", labels, Some(b"+Inf"), count);
         self.sample_with_le(base, "_count", labels, None, count);
         if !sum_first {
             self.sample_with_le(base, "_sum", labels, None, h.sum);
@@ -352,6 +400,34 @@ mod tests {
                 proptest::prop_assert_eq!(number(v), expected, "{}", v);
             }
         }
+    }
+
+    #[test]
+    fn bucket_bounds_print_as_numbers_whether_known_or_not() {
+        for layout in [
+            layouts::VLLM_TTFT,
+            layouts::VLLM_ITL,
+            layouts::SGLANG_TTFT,
+            layouts::SGLANG_ITL,
+        ] {
+            let texts = le_texts(layout).expect("every engine layout is written once");
+            let printed: Vec<String> = layout.iter().map(|&b| number(b)).collect();
+            let known: Vec<String> = texts
+                .iter()
+                .map(|t| String::from_utf8(t.clone()).unwrap())
+                .collect();
+            assert_eq!(known, printed);
+        }
+        static OTHER: &[f64] = &[0.3, 2.0];
+        assert!(le_texts(OTHER).is_none());
+        let mut page = Page::default();
+        let mut h = HistogramAcc::new(OTHER);
+        h.observe(3.0, 0.0, 1.0);
+        page.histogram("h", "x", &Labels::default(), &h, false);
+        let text = String::from_utf8(page.out).unwrap();
+        assert!(text.contains("h_bucket{le=\"0.3\"} 0.0\n"), "{text}");
+        assert!(text.contains("h_bucket{le=\"2.0\"} 2.0\n"), "{text}");
+        assert!(text.contains("h_bucket{le=\"+Inf\"} 3.0\n"), "{text}");
     }
 
     #[test]
