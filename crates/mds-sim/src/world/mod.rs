@@ -499,35 +499,40 @@ impl World {
 
     /// The deployment's Pods, by role, ordinal and member.
     pub fn pods(&self, key: &DeploymentKey) -> Vec<PodView> {
-        let Some(dep) = self.deployments.get(key) else {
-            return Vec::new();
-        };
-        dep.instances()
-            .flat_map(|(role, i)| {
-                i.members
-                    .iter()
-                    .map(move |m| views::pod_view(dep, role, i, m, &self.config))
-            })
+        self.members(key)
+            .map(|(dep, role, i, m)| views::pod_view(dep, role, i, m, &self.config))
             .collect()
     }
 
     /// The deployment's Pods that answer `/metrics` (see [`PodView::serves_metrics`]), as a
     /// scraper finds them, without building the Pods: (address, Pod name, role, ordinal).
     pub fn metrics_endpoints(&self, key: &DeploymentKey) -> Vec<(String, String, String, u32)> {
-        let Some(dep) = self.deployments.get(key) else {
-            return Vec::new();
-        };
-        dep.instances()
-            .flat_map(|(role, i)| {
-                i.members
-                    .iter()
-                    .filter(|m| views::serves_metrics(i, m))
-                    .map(move |m| {
-                        let ip = instance::loopback_ip(m.ip_slot);
-                        (ip, m.name.clone(), role.to_string(), i.ordinal)
-                    })
+        self.members(key)
+            .filter(|(_, _, i, m)| views::serves_metrics(i, m))
+            .map(|(_, role, i, m)| {
+                let ip = instance::loopback_ip(m.ip_slot);
+                (ip, m.name.clone(), role.to_string(), i.ordinal)
             })
             .collect()
+    }
+
+    /// Every member of every instance of the deployment (none when it does not exist), with
+    /// its deployment, role and instance, by role, ordinal and member.
+    fn members<'w>(
+        &'w self,
+        key: &DeploymentKey,
+    ) -> impl Iterator<
+        Item = (
+            &'w Deployment,
+            &'w str,
+            &'w instance::Instance,
+            &'w instance::Member,
+        ),
+    > {
+        self.deployments.get(key).into_iter().flat_map(|dep| {
+            dep.instances()
+                .flat_map(move |(role, i)| i.members.iter().map(move |m| (dep, role, i, m)))
+        })
     }
 
     /// Every Pod of the world.
