@@ -89,10 +89,10 @@ const SGLANG_FAMILIES: FamilyList = FamilyList {
     }],
 };
 
-const HISTOGRAM_PARTS: [&str; 3] = ["_bucket", "_sum", "_count"];
+pub(super) const HISTOGRAM_PARTS: [&str; 3] = ["_bucket", "_sum", "_count"];
 
 /// The histogram base of a `_bucket`, `_sum` or `_count` series.
-fn histogram_base(series: &str) -> Option<&str> {
+pub(super) fn histogram_base(series: &str) -> Option<&str> {
     HISTOGRAM_PARTS
         .iter()
         .find_map(|part| series.strip_suffix(part))

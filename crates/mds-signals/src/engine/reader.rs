@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::filter::{HISTOGRAM_PARTS, histogram_base};
 use super::{Counter, EngineKind, EngineSample, Histogram, Latency, SeriesUse, reads_series};
 use crate::exposition::{Page, Sample, parse_value};
 use crate::rank::{Child, PidCollapse, children_of, push_label_key};
@@ -60,17 +61,14 @@ impl<'a, 'p> Families<'a, 'p> {
 
     /// Whether any part of this histogram is on the page.
     pub fn has_histogram(&self, base: &str) -> bool {
-        const PARTS: [&str; 3] = ["_bucket", "_sum", "_count"];
         if cfg!(debug_assertions) {
-            for part in PARTS {
+            for part in HISTOGRAM_PARTS {
                 self.check_listed(&format!("{base}{part}"));
             }
         }
-        self.runs.iter().any(|run| {
-            run.name
-                .strip_prefix(base)
-                .is_some_and(|part| PARTS.contains(&part))
-        })
+        self.runs
+            .iter()
+            .any(|run| histogram_base(run.name) == Some(base))
     }
 
     fn check_listed(&self, name: &str) {
