@@ -161,11 +161,13 @@ async fn binds_scales_up_under_load_and_down_through_a_retirement() {
     // Load falls: one replica per pass, each through a retirement GPUStack completes.
     scene.standin.set_load(&scene.ns, "llm", None, load(1.0));
     wait_replicas(&scene, "llm", "server", |n| n == 4).await;
-    let s = scene.scalers.get("llm").await.unwrap();
-    let last = status_of(&s)
-        .last_scale_down
-        .clone()
-        .expect("a scale-down record");
+    // The target write lands first, the status with the record after it.
+    let last = eventually("a scale-down record", LONG, || async {
+        let s = scene.scalers.get("llm").await.ok()?;
+        s.status?.last_scale_down
+    })
+    .await
+    .unwrap();
     assert_eq!((last.role.as_str(), last.ordinal), ("server", 4));
     // The retirement appears, runs and disappears with ordinal 4's Pods.
     eventually("ordinal 4 retired", LONG, || async {
