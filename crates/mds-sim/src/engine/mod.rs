@@ -342,8 +342,8 @@ impl EngineState {
             let steps = (served.output_tokens - n).max(0.0);
             // A steady batch steps at a steady pace: the spread is a small share of the mean.
             let itl_floor = base_itl.max(ITL_FLOOR_SHARE * itl);
-            self.itl.observe(steps, itl_floor, itl);
-            self.request_tpot.observe(n, itl_floor, itl);
+            self.itl
+                .observe_both(steps, &mut self.request_tpot, n, itl_floor, itl);
         }
         self.last = StepSummary {
             served_requests_per_second: rate,

@@ -21,9 +21,10 @@ pub struct PageContext<'a> {
 
 /// The page of one engine process.
 pub fn render(state: &EngineState, context: &PageContext) -> String {
-    // A vLLM page is about 9 kB; one allocation instead of a dozen doublings.
+    // A vLLM page is about 11 kB plus 107 times the model name; one allocation instead of
+    // a dozen doublings.
     let mut page = Page {
-        out: Vec::with_capacity(12 * 1024),
+        out: Vec::with_capacity(20 * 1024),
     };
     match state.flavor {
         EngineFlavor::Vllm010 | EngineFlavor::Vllm011 => vllm::render(&mut page, state, context),
@@ -321,6 +322,26 @@ impl Page {
         }
         let count = floor(h.count);
         let texts = le_texts(h.bounds);
+        // Every bucket line starts `base_bucket{labels,le="`: written once, then copied.
+        let prefix_start = self.out.len();
+        self.out.extend_from_slice(base.as_bytes());
+        self.out.extend_from_slice(b"_bucket{");
+        self.out.extend_from_slice(&labels.0);
+        if !labels.0.is_empty() {
+            self.out.push(b',');
+        }
+        self.out.extend_from_slice(b"le=\"");
+        let prefix = prefix_start..self.out.len();
+        let mut first = true;
+        let mut bucket = |out: &mut Vec<u8>, le: &[u8], value: f64| {
+            if !std::mem::take(&mut first) {
+                out.extend_from_within(prefix.clone());
+            }
+            out.extend_from_slice(le);
+            out.extend_from_slice(b"\"} ");
+            push_number(out, value);
+            out.push(b'\n');
+        };
         let mut text = Vec::new();
         for (i, (bound, cumulative)) in h.bounds.iter().zip(&h.cumulative).enumerate() {
             let value = floor(*cumulative).min(count);
@@ -332,9 +353,9 @@ impl Page {
                     &text
                 }
             };
-            self.sample_with_le(base, "_bucket", labels, Some(le), value);
+            bucket(&mut self.out, le, value);
         }
-        self.sample_with_le(base, "_bucket", labels, Some(b"+Inf"), count);
+        bucket(&mut self.out, b"+Inf", count);
         self.sample_with_le(base, "_count", labels, None, count);
         if !sum_first {
             self.sample_with_le(base, "_sum", labels, None, h.sum);
