@@ -117,6 +117,9 @@ fn parse_lines<'a>(text: &'a str, mut selector: Option<select::Selector<'_, 'a>>
         // Engine pages run about 100 bytes per sample and 35 per label.
         samples: Vec::with_capacity(text.len() / 100 + 16),
         label_pool: Vec::with_capacity(text.len() / 32 + 16),
+        // A HELP and a TYPE line per family, and a family every few hundred bytes.
+        types: Vec::with_capacity(text.len() / 256 + 8),
+        helps: Vec::with_capacity(text.len() / 256 + 8),
         ..Page::default()
     };
     for (line_no, raw) in (1u32..).zip(lines(text)) {

@@ -9,7 +9,7 @@ use crate::exposition::{Label, Page, Sample};
 
 /// Whether a label is part of a child's identity: not one of the duplicate axes, which only
 /// say which copy of a scheduler's state a child is, and not the priority.
-fn is_identity(name: &str) -> bool {
+pub(crate) fn is_identity(name: &str) -> bool {
     !matches!(
         name,
         "tp_rank" | "pp_rank" | "moe_ep_rank" | "pid" | "priority"
@@ -58,6 +58,11 @@ pub struct Child<'a> {
 }
 
 impl<'a> Child<'a> {
+    /// A child that speaks for itself (the rule's answer for a sample alone in its group).
+    pub(crate) fn new(labels: &'a [Label<'a>], value: f64) -> Child<'a> {
+        Child { labels, value }
+    }
+
     /// An identity label's value (`None` for duplicate axes and `priority`).
     pub fn label(&self, name: &str) -> Option<&'a str> {
         if !is_identity(name) {

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use super::filter::{HISTOGRAM_PARTS, histogram_base};
 use super::{Counter, EngineKind, EngineSample, Histogram, Latency, SeriesUse, reads_series};
-use crate::exposition::{Page, Sample, parse_value};
-use crate::rank::{Child, PidCollapse, children_of, push_label_key};
+use crate::exposition::{Label, Page, Sample, parse_value};
+use crate::rank::{Child, PidCollapse, children_of, is_identity, push_label_key};
 
 /// A page with its samples found by series name.
 pub struct Families<'a, 'p> {
@@ -28,7 +28,8 @@ struct Run<'p> {
 
 impl<'a, 'p> Families<'a, 'p> {
     pub fn new(page: &'a Page<'p>) -> Self {
-        let mut runs: Vec<Run<'p>> = Vec::new();
+        // An engine page has a few dozen runs.
+        let mut runs: Vec<Run<'p>> = Vec::with_capacity(64);
         for (i, sample) in page.samples.iter().enumerate() {
             match runs.last_mut() {
                 Some(run) if run.name == sample.name => run.end = i + 1,
@@ -263,38 +264,28 @@ impl<'a, 'p> Reader<'a, 'p> {
             name.push_str(suffix);
             self.families.children(&name, PidCollapse::Max)
         };
-        let (buckets, sums, counts) = (part("_bucket"), part("_sum"), part("_count"));
-        if buckets.is_empty() && sums.is_empty() && counts.is_empty() {
+        let (sums, counts) = (part("_sum"), part("_count"));
+        let bucket_name = format!("{base}_bucket");
+        let mut grouped = Grouped::default();
+        let mut key = String::new();
+        let (any_bucket, bad_bounds) =
+            match plain_buckets(self.families.samples(&bucket_name), self.families.page) {
+                Some((child, buckets)) => {
+                    child.write_key_without("le", &mut key);
+                    let slot = grouped.slot(&key);
+                    grouped.children[slot].1.buckets = buckets;
+                    (true, 0)
+                }
+                None => {
+                    let buckets = self.families.children(&bucket_name, PidCollapse::Max);
+                    (!buckets.is_empty(), group_buckets(&buckets, &mut grouped))
+                }
+            };
+        if !any_bucket && sums.is_empty() && counts.is_empty() {
             self.lack(Some(latency.reading()), || {
                 format!("{base} is not on the page")
             });
             return false;
-        }
-        // Bucket lines grouped into children by their identity without `le`; a key is
-        // allocated once per histogram child, not once per bucket line.
-        let mut grouped = Grouped::default();
-        let mut key = String::new();
-        let mut bad_bounds = 0;
-        let mut previous: Option<(&Child, usize)> = None;
-        for child in &buckets {
-            // A boundary is finite or +Inf; `NaN` or `-Inf` drops just that bucket line.
-            let Some(le) = child
-                .label("le")
-                .and_then(parse_value)
-                .filter(|le| le.is_finite() || *le == f64::INFINITY)
-            else {
-                bad_bounds += 1;
-                continue;
-            };
-            let slot = match previous {
-                Some((last, slot)) if child.same_labels_without(last, "le") => slot,
-                _ => {
-                    child.write_key_without("le", &mut key);
-                    grouped.slot(&key)
-                }
-            };
-            grouped.children[slot].1.buckets.push((le, child.value));
-            previous = Some((child, slot));
         }
         for child in &sums {
             child.write_key_without("", &mut key);
@@ -373,5 +364,187 @@ impl Grouped {
         self.index.insert(key.to_string(), self.children.len());
         self.children.push((key.to_string(), Histogram::default()));
         self.children.len() - 1
+    }
+}
+
+/// The bucket lines of a histogram as engines print them, read without the rank rule: every
+/// line prints the labels of the first in the same order, `le` aside, none of them a duplicate
+/// axis or `priority`, and the bounds rise strictly down the page. Then every line is its own
+/// child, all of one histogram child, already in bound order: what the rule and
+/// [`group_buckets`] make of them, at a fraction of the cost. Gives that child (its value
+/// unused) and its buckets; `None` for any page printed otherwise (and for no lines at all).
+fn plain_buckets<'a, 'p: 'a>(
+    mut samples: impl Iterator<Item = &'a Sample<'p>>,
+    page: &'a Page<'p>,
+) -> Option<(Child<'a>, Vec<(f64, f64)>)> {
+    let first = samples.next()?;
+    let labels = page.labels(first);
+    let le_at = labels.iter().position(|l| l.name == "le")?;
+    if !labels.iter().all(|l| is_identity(l.name)) {
+        return None;
+    }
+    let bound = |labels: &[Label]| {
+        parse_value(&labels[le_at].value).filter(|le| le.is_finite() || *le == f64::INFINITY)
+    };
+    let mut buckets = Vec::with_capacity(samples.size_hint().0 + 1);
+    buckets.push((bound(labels)?, first.value));
+    for sample in samples {
+        let other = page.labels(sample);
+        let same = other.len() == labels.len()
+            && other
+                .iter()
+                .zip(labels)
+                .enumerate()
+                .all(|(i, (a, b))| a.name == b.name && (i == le_at || a.value == b.value));
+        if !same {
+            return None;
+        }
+        let le = bound(other).filter(|le| *le > buckets[buckets.len() - 1].0)?;
+        buckets.push((le, sample.value));
+    }
+    Some((Child::new(labels, 0.0), buckets))
+}
+
+/// Bucket lines, after the rank rule, grouped into histogram children by their identity
+/// without `le`; a key is allocated once per histogram child, not once per bucket line.
+/// Returns the lines left out for a bound that is not a number or is −Inf.
+fn group_buckets(buckets: &[Child], grouped: &mut Grouped) -> usize {
+    let mut key = String::new();
+    let mut bad_bounds = 0;
+    let mut previous: Option<(&Child, usize)> = None;
+    for child in buckets {
+        // A boundary is finite or +Inf; `NaN` or `-Inf` drops just that bucket line.
+        let Some(le) = child
+            .label("le")
+            .and_then(parse_value)
+            .filter(|le| le.is_finite() || *le == f64::INFINITY)
+        else {
+            bad_bounds += 1;
+            continue;
+        };
+        let slot = match previous {
+            Some((last, slot)) if child.same_labels_without(last, "le") => slot,
+            _ => {
+                child.write_key_without("le", &mut key);
+                grouped.slot(&key)
+            }
+        };
+        grouped.children[slot].1.buckets.push((le, child.value));
+        previous = Some((child, slot));
+    }
+    bad_bounds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exposition::parse;
+    use proptest::prelude::*;
+
+    /// Each histogram child's key and buckets in bound order, and the lines left out, as the
+    /// rank rule and [`group_buckets`] read the family.
+    fn by_the_rule(page: &Page, name: &str) -> (String, usize) {
+        let children = Families::new(page).children(name, PidCollapse::Max);
+        let mut grouped = Grouped::default();
+        let bad = group_buckets(&children, &mut grouped);
+        let read: Vec<_> = grouped
+            .children
+            .into_iter()
+            .map(|(key, mut h)| {
+                h.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (key, h.buckets)
+            })
+            .collect();
+        // Debug shows NaN and -0.0 as they are.
+        (format!("{read:?}"), bad)
+    }
+
+    fn plain(page: &Page, name: &str) -> Option<String> {
+        let families = Families::new(page);
+        let (child, buckets) = plain_buckets(families.samples(name), page)?;
+        let key = child.key_without("le");
+        Some(format!("{:?}", vec![(key, buckets)]))
+    }
+
+    /// Bucket lines mostly as engines print them (the same labels in one order, bounds rising),
+    /// now and then broken: a duplicate axis or priority, a bound out of order, repeated, not
+    /// a number or written another way, a label that differs on one line, a missing `le`.
+    fn bucket_family() -> impl Strategy<Value = String> {
+        let bounds = proptest::sample::subsequence(
+            vec!["0.001", "0.01", "0.1", "0.5", "1", "2.5", "10", "+Inf"],
+            1..8,
+        );
+        let odd_bound = proptest::sample::select(vec!["NaN", "-Inf", "x", "1.0", "0.1", "+Inf"]);
+        let extra = proptest::sample::select(vec![
+            "",
+            "",
+            "",
+            "",
+            "tp_rank=\"1\"",
+            "pid=\"7\"",
+            "priority=\"\"",
+            "priority=\"2\"",
+            "moe_ep_rank=\"0\"",
+            "dp_rank=\"1\"",
+        ]);
+        let value = proptest::sample::select(vec!["0", "1", "3", "3.5", "NaN", "-0.0", "9"]);
+        (
+            bounds,
+            proptest::collection::vec(value, 8),
+            0..3usize,
+            extra,
+            proptest::option::weighted(0.2, (0..8usize, odd_bound)),
+            proptest::option::weighted(0.15, 0..8usize),
+            proptest::option::weighted(0.1, 0..8usize),
+        )
+            .prop_map(|(bounds, values, le_at, extra, odd, differs, no_le)| {
+                let mut lines = Vec::new();
+                for (i, bound) in bounds.iter().enumerate() {
+                    let le = match odd {
+                        Some((at, text)) if at == i => text,
+                        _ => bound,
+                    };
+                    let engine = if differs == Some(i) { "1" } else { "0" };
+                    let mut labels = vec![
+                        "model_name=\"m\"".to_string(),
+                        format!("engine=\"{engine}\""),
+                    ];
+                    if no_le != Some(i) {
+                        labels.insert(le_at, format!("le=\"{le}\""));
+                    }
+                    if !extra.is_empty() {
+                        labels.push(extra.to_string());
+                    }
+                    lines.push(format!("h_bucket{{{}}} {}", labels.join(","), values[i]));
+                }
+                lines.join("\n")
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn plain_buckets_read_as_the_rank_rule_does(text in bucket_family()) {
+            let page = parse(&text);
+            if let Some(plain) = plain(&page, "h_bucket") {
+                prop_assert_eq!((plain, 0), by_the_rule(&page, "h_bucket"), "{}", text);
+            }
+        }
+    }
+
+    #[test]
+    fn bucket_lines_as_engines_print_them_are_read_plainly() {
+        let text = "h_bucket{model_name=\"m\",engine=\"0\",le=\"0.1\"} 1\n\
+                    h_bucket{model_name=\"m\",engine=\"0\",le=\"1.0\"} 2\n\
+                    h_bucket{model_name=\"m\",engine=\"0\",le=\"+Inf\"} 2\n";
+        let page = parse(text);
+        assert_eq!(
+            plain(&page, "h_bucket"),
+            Some(by_the_rule(&page, "h_bucket").0)
+        );
+        // Two children of one family take the rule's way.
+        let two = format!("{text}{}", text.replace("\"0\"", "\"1\""));
+        assert_eq!(plain(&parse(&two), "h_bucket"), None);
     }
 }
