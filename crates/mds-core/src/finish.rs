@@ -1,7 +1,8 @@
 //! The end of a pass: `MetricsReady` and `Blocked` from the plan and the records, the other
 //! conditions applied, planner memory persisted, and whether the status must be written (D23).
 
-use mds_api::status::{ModelDeploymentScalerStatus, RebalanceReason, SignalState};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use mds_api::status::{ModelDeploymentScalerStatus, RebalanceReason, RoleStatus, SignalState};
 use mds_api::target::WorkloadAdmission;
 use mds_planner::{Guard, Limit, Plan, Reason};
 
@@ -264,7 +265,7 @@ pub(crate) fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
     if let Some(planner) = memory.planner.as_ref().filter(|_| pass.plan.is_some()) {
         crate::memory::persist(planner, &mut pass.status);
     }
-    let write_status = control_plane(&pass.status) != control_plane(input.scaler.status);
+    let write_status = control_plane_moved(&pass.status, input.scaler.status);
     let wake_at = crate::wake::wake_at(&pass, memory);
     Outcome {
         write: pass.write,
@@ -276,44 +277,114 @@ pub(crate) fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
     }
 }
 
-/// What makes a status write necessary (D23): decisions, the binding, conditions, and each
-/// role's counts and reason. Histories and filters ride along but do not trigger a write.
-fn control_plane(status: &ModelDeploymentScalerStatus) -> serde_json::Value {
-    let roles: Vec<serde_json::Value> = status
-        .roles
-        .iter()
-        .map(|r| {
-            serde_json::json!([
-                r.name,
-                r.current_replicas,
-                r.ready_replicas,
-                r.raw_recommended_replicas,
-                r.constrained_replicas,
-                r.reason
-            ])
-        })
-        .collect();
-    let conditions: Vec<serde_json::Value> = status
-        .conditions
-        .iter()
-        .map(|c| {
-            serde_json::json!([
-                c.type_,
-                c.status,
-                c.reason,
-                c.message,
-                c.observed_generation
-            ])
-        })
-        .collect();
-    serde_json::json!({
-        "generation": status.observed_generation,
-        "binding": status.binding,
-        "lastCommit": status.last_commit,
-        "pendingCohort": status.pending_cohort,
-        "rebalance": status.rebalance,
-        "lastScaleDown": status.last_scale_down,
-        "roles": roles,
-        "conditions": conditions,
-    })
+/// Whether what makes a status write necessary (D23) moved: decisions, the binding,
+/// conditions, and each role's counts and reason. Histories and filters ride along but do
+/// not trigger a write. Counts, names and texts compare as they are; the records compare
+/// as written (JSON), so a time compares as the API server stores it.
+fn control_plane_moved(
+    new: &ModelDeploymentScalerStatus,
+    old: &ModelDeploymentScalerStatus,
+) -> bool {
+    fn role(r: &RoleStatus) -> impl PartialEq + '_ {
+        (
+            &r.name,
+            r.current_replicas,
+            r.ready_replicas,
+            r.raw_recommended_replicas,
+            r.constrained_replicas,
+            &r.reason,
+        )
+    }
+    fn condition(c: &Condition) -> impl PartialEq + '_ {
+        (
+            &c.type_,
+            &c.status,
+            &c.reason,
+            &c.message,
+            c.observed_generation,
+        )
+    }
+    let records = |s: &ModelDeploymentScalerStatus| {
+        serde_json::json!([
+            s.binding,
+            s.last_commit,
+            s.pending_cohort,
+            s.rebalance,
+            s.last_scale_down
+        ])
+    };
+    new.observed_generation != old.observed_generation
+        || !new.roles.iter().map(role).eq(old.roles.iter().map(role))
+        || !new
+            .conditions
+            .iter()
+            .map(condition)
+            .eq(old.conditions.iter().map(condition))
+        || records(new) != records(old)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mds_api::status::LastCommit;
+
+    fn status() -> ModelDeploymentScalerStatus {
+        ModelDeploymentScalerStatus {
+            observed_generation: Some(3),
+            roles: vec![RoleStatus {
+                name: "server".into(),
+                current_replicas: Some(2),
+                ready_replicas: Some(2),
+                raw_recommended_replicas: Some(3),
+                constrained_replicas: Some(3),
+                reason: Some("Recommended".into()),
+                ..RoleStatus::default()
+            }],
+            conditions: vec![Condition {
+                type_: METRICS_READY.into(),
+                status: "True".into(),
+                reason: "Observed".into(),
+                message: "every role observed".into(),
+                observed_generation: Some(3),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    jiff::Timestamp::UNIX_EPOCH,
+                ),
+            }],
+            ..ModelDeploymentScalerStatus::default()
+        }
+    }
+
+    #[test]
+    fn the_control_plane_moves_with_each_of_its_parts_and_nothing_else() {
+        let old = status();
+        assert!(!control_plane_moved(&status(), &old));
+        type Edit = fn(&mut ModelDeploymentScalerStatus);
+        let edits: [(&str, Edit); 9] = [
+            ("generation", |s| s.observed_generation = Some(4)),
+            ("current", |s| s.roles[0].current_replicas = Some(3)),
+            ("ready", |s| s.roles[0].ready_replicas = Some(1)),
+            ("raw", |s| s.roles[0].raw_recommended_replicas = Some(4)),
+            ("constrained", |s| s.roles[0].constrained_replicas = None),
+            ("reason", |s| s.roles[0].reason = Some("AtMax".into())),
+            ("message", |s| s.conditions[0].message.push('!')),
+            ("a role more", |s| s.roles.push(RoleStatus::default())),
+            ("a commit", |s| {
+                s.last_commit = Some(LastCommit {
+                    decision_id: "d".into(),
+                    ..LastCommit::default()
+                })
+            }),
+        ];
+        for (what, edit) in edits {
+            let mut new = status();
+            edit(&mut new);
+            assert!(control_plane_moved(&new, &old), "{what} moves it");
+        }
+        // Histories ride along.
+        let mut new = status();
+        new.roles[0].prompt_tokens_per_second = Some("12".into());
+        new.conditions[0].last_transition_time =
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::MAX);
+        assert!(!control_plane_moved(&new, &old));
+    }
 }
