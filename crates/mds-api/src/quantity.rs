@@ -121,14 +121,32 @@ impl fmt::Display for Decimal {
         let sign = if self.nanos < 0 { "-" } else { "" };
         let abs = self.nanos.unsigned_abs();
         let whole = abs / NANOS_PER_UNIT as u128;
-        let frac = abs % NANOS_PER_UNIT as u128;
-        if frac == 0 {
-            write!(f, "{sign}{whole}")
-        } else {
-            let digits = format!("{frac:09}");
-            write!(f, "{sign}{whole}.{}", digits.trim_end_matches('0'))
+        // Below 10⁹, so it fits; statuses print many of these, so no allocation.
+        let frac = (abs % NANOS_PER_UNIT as u128) as u32;
+        // Whole parts past u64 are rare, and u64 prints faster than u128.
+        match u64::try_from(whole) {
+            Ok(whole) => write_decimal(f, sign, whole, frac),
+            Err(_) => write_decimal(f, sign, whole, frac),
         }
     }
+}
+
+/// `sign whole[.fraction]`, the fraction (nanos) without its trailing zeros.
+fn write_decimal(
+    f: &mut fmt::Formatter<'_>,
+    sign: &str,
+    whole: impl fmt::Display,
+    mut nanos: u32,
+) -> fmt::Result {
+    if nanos == 0 {
+        return write!(f, "{sign}{whole}");
+    }
+    let mut width = 9;
+    while nanos.is_multiple_of(10) {
+        nanos /= 10;
+        width -= 1;
+    }
+    write!(f, "{sign}{whole}.{nanos:0width$}")
 }
 
 /// Why a quantity could not be parsed. Messages complete the sentence "the quantity …".
@@ -351,6 +369,31 @@ impl schemars::JsonSchema for Quantity {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Plain decimal notation as first written: whole part, then the nine-digit fraction
+    /// with its trailing zeros cut.
+    fn displayed_plainly(nanos: i128) -> String {
+        let sign = if nanos < 0 { "-" } else { "" };
+        let abs = nanos.unsigned_abs();
+        let (whole, frac) = (abs / 1_000_000_000, abs % 1_000_000_000);
+        if frac == 0 {
+            format!("{sign}{whole}")
+        } else {
+            format!(
+                "{sign}{whole}.{}",
+                format!("{frac:09}").trim_end_matches('0')
+            )
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_decimal_displays_as_plain_notation(nanos in any::<i128>(), small in -10_i64.pow(15)..10_i64.pow(15)) {
+            for nanos in [nanos, i128::from(small), i128::from(small) * 1_000, i128::MIN, i128::MAX] {
+                prop_assert_eq!(Decimal { nanos }.to_string(), displayed_plainly(nanos));
+            }
+        }
+    }
 
     fn d(text: &str) -> Decimal {
         parse_decimal(text).unwrap()
