@@ -7,6 +7,7 @@
 //! baseline only (spec: a first observation alone cannot establish rates).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 
@@ -53,7 +54,8 @@ pub struct PodWindow {
 pub struct PodReading {
     pub pod_uid: String,
     pub scraped_at: Timestamp,
-    pub sample: EngineSample,
+    /// Shared with the Pod's baseline in the store: a page's sample is never copied.
+    pub sample: Arc<EngineSample>,
     /// Present once two valid samples of the same process exist.
     pub window: Option<PodWindow>,
     /// Without a baseline (a Pod read for the first time, or again after it stopped
@@ -69,7 +71,7 @@ pub struct PodReading {
 
 #[derive(Clone, Debug)]
 struct Baseline {
-    sample: EngineSample,
+    sample: Arc<EngineSample>,
     at: Timestamp,
     restart_count: Option<u32>,
 }
@@ -104,7 +106,7 @@ impl SampleStore {
             return PodReading {
                 pod_uid: pod_uid.to_string(),
                 scraped_at: at,
-                sample,
+                sample: Arc::new(sample),
                 window: None,
                 history: None,
                 ready_since: None,
@@ -126,10 +128,11 @@ impl SampleStore {
                 Err(reason) => (None, Some(reason)),
             },
         };
+        let sample = Arc::new(sample);
         self.pods.insert(
             pod_uid.to_string(),
             Baseline {
-                sample: sample.clone(),
+                sample: Arc::clone(&sample),
                 at,
                 restart_count,
             },

@@ -265,7 +265,9 @@ impl<'a, 'p> Reader<'a, 'p> {
             self.families.children(&name, PidCollapse::Max)
         };
         let (sums, counts) = (part("_sum"), part("_count"));
-        let bucket_name = format!("{base}_bucket");
+        let mut bucket_name = String::with_capacity(base.len() + "_bucket".len());
+        bucket_name.push_str(base);
+        bucket_name.push_str("_bucket");
         let mut grouped = Grouped::default();
         let mut key = String::new();
         let (any_bucket, bad_bounds) =

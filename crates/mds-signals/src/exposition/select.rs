@@ -70,13 +70,21 @@ impl<'a> Selector<'_, 'a> {
 }
 
 impl Page<'_> {
-    /// Parses the lines [`parse_families`] set aside, as `take` says for each name. Their
+    /// Parses the lines [`parse_families`] set aside, as `take` says for each name (asked
+    /// once per run of lines with the same name). Their
     /// samples follow the others, in page order; bad lines join [`Page::skipped`].
     pub fn parse_set_aside(&mut self, take: &dyn Fn(&str) -> Take) {
         let set_aside = std::mem::take(&mut self.set_aside);
         let mut found: Vec<&str> = Vec::new();
+        // Set-aside lines come in runs of one name: ask once per run.
+        let mut last: Option<(&str, Take)> = None;
         for (line_no, name, line) in set_aside {
-            match take(name) {
+            let answer = match last {
+                Some((last_name, answer)) if last_name == name => answer,
+                _ => take(name),
+            };
+            last = Some((name, answer));
+            match answer {
                 Take::None => {}
                 Take::All => {
                     self.push_sample_line(line_no, line);

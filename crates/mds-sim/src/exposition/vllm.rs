@@ -45,8 +45,12 @@ pub(super) fn render(page: &mut Page, state: &EngineState, context: &PageContext
         );
     }
 
+    let mut total = String::new();
     let mut counter = |name: &str, help: &str, value: f64| {
-        page.counter(&format!("{name}_total"), help, labels, value);
+        total.clear();
+        total.push_str(name);
+        total.push_str("_total");
+        page.counter(&total, help, labels, value);
         page.created(name, labels, created);
     };
     counter(
