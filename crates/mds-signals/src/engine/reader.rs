@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::filter::{HISTOGRAM_PARTS, histogram_base};
 use super::{Counter, EngineKind, EngineSample, Histogram, Latency, SeriesUse, reads_series};
-use crate::exposition::{Label, Page, Sample, parse_value};
+use crate::exposition::{Page, Sample, parse_value};
 use crate::rank::{Child, PidCollapse, children_of, is_identity, push_label_key};
 
 /// A page with its samples found by series name.
@@ -385,26 +385,26 @@ fn plain_buckets<'a, 'p: 'a>(
     if !labels.iter().all(|l| is_identity(l.name)) {
         return None;
     }
-    let bound = |labels: &[Label]| {
-        parse_value(&labels[le_at].value).filter(|le| le.is_finite() || *le == f64::INFINITY)
-    };
+    let child = Child::new(labels, 0.0);
     let mut buckets = Vec::with_capacity(samples.size_hint().0 + 1);
-    buckets.push((bound(labels)?, first.value));
+    buckets.push((bucket_bound(&labels[le_at].value)?, first.value));
     for sample in samples {
-        let other = page.labels(sample);
-        let same = other.len() == labels.len()
-            && other
-                .iter()
-                .zip(labels)
-                .enumerate()
-                .all(|(i, (a, b))| a.name == b.name && (i == le_at || a.value == b.value));
-        if !same {
+        let other = Child::new(page.labels(sample), sample.value);
+        if !other.same_labels_without(&child, "le") {
             return None;
         }
-        let le = bound(other).filter(|le| *le > buckets[buckets.len() - 1].0)?;
+        let le = other
+            .label("le")
+            .and_then(bucket_bound)
+            .filter(|le| *le > buckets[buckets.len() - 1].0)?;
         buckets.push((le, sample.value));
     }
-    Some((Child::new(labels, 0.0), buckets))
+    Some((child, buckets))
+}
+
+/// A bucket's bound: finite or +Inf; `NaN` or `-Inf` drops just that bucket line.
+fn bucket_bound(le: &str) -> Option<f64> {
+    parse_value(le).filter(|le| le.is_finite() || *le == f64::INFINITY)
 }
 
 /// Bucket lines, after the rank rule, grouped into histogram children by their identity
@@ -415,12 +415,7 @@ fn group_buckets(buckets: &[Child], grouped: &mut Grouped) -> usize {
     let mut bad_bounds = 0;
     let mut previous: Option<(&Child, usize)> = None;
     for child in buckets {
-        // A boundary is finite or +Inf; `NaN` or `-Inf` drops just that bucket line.
-        let Some(le) = child
-            .label("le")
-            .and_then(parse_value)
-            .filter(|le| le.is_finite() || *le == f64::INFINITY)
-        else {
+        let Some(le) = child.label("le").and_then(bucket_bound) else {
             bad_bounds += 1;
             continue;
         };
