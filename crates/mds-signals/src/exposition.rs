@@ -74,6 +74,19 @@ pub struct Page<'a> {
     pub skipped: Vec<SkippedLine>,
     /// Sample lines [`parse_families`] set aside unparsed: (line number, name, line).
     set_aside: Vec<(u32, &'a str, &'a str)>,
+    /// The label sets of the last sample with labels and of the line being parsed.
+    last_labels: LabelRun<'a>,
+    next_labels: LabelRun<'a>,
+}
+
+/// A parsed label set as written: the text after `{`, where each label followed by `,` ends
+/// (after the comma), and its labels in the pool. Children of a family repeat all their
+/// labels but the last, so the next line reuses the labels of the prefix it repeats.
+#[derive(Clone, Debug, Default)]
+struct LabelRun<'a> {
+    text: &'a str,
+    ends: Vec<u32>,
+    pool_start: u32,
 }
 
 impl<'a> Page<'a> {
@@ -156,8 +169,21 @@ impl<'a> Page<'a> {
     fn push_sample_line(&mut self, line_no: u32, line: &'a str) -> bool {
         let pool_start = self.label_pool.len();
         let previous_name = self.samples.last().map_or("", |s| s.name);
-        match parse_sample(line, previous_name, &mut self.label_pool) {
+        self.next_labels.text = "";
+        self.next_labels.ends.clear();
+        self.next_labels.pool_start = pool_start as u32;
+        let parsed = parse_sample(
+            line,
+            previous_name,
+            &mut self.label_pool,
+            &self.last_labels,
+            &mut self.next_labels,
+        );
+        match parsed {
             Ok((name, value)) => {
+                if !self.next_labels.text.is_empty() {
+                    std::mem::swap(&mut self.last_labels, &mut self.next_labels);
+                }
                 self.samples.push(Sample {
                     name,
                     labels: (pool_start as u32, self.label_pool.len() as u32),
@@ -279,6 +305,8 @@ fn parse_sample<'a>(
     line: &'a str,
     previous_name: &str,
     labels: &mut Vec<Label<'a>>,
+    last_labels: &LabelRun<'a>,
+    run: &mut LabelRun<'a>,
 ) -> Result<(&'a str, f64), &'static str> {
     let bytes = line.as_bytes();
     // Children of one family come in runs: when the line repeats the previous sample's name
@@ -294,7 +322,9 @@ fn parse_sample<'a>(
     let after_name = pos;
     pos = skip_blanks(bytes, pos);
     if pos < bytes.len() && bytes[pos] == b'{' {
-        pos = parse_labels(line, pos + 1, labels)?;
+        run.text = &line[pos + 1..];
+        let resume = reuse_labels(last_labels, run, labels);
+        pos = parse_labels(line, pos + 1, resume, labels, run)?;
         pos = skip_blanks(bytes, pos);
     } else if pos == after_name && pos < bytes.len() {
         // `name+7` or `name.5` would otherwise read as a different sample.
@@ -320,17 +350,71 @@ fn parse_sample<'a>(
     Ok((name, value))
 }
 
-/// Parses `name="value",...}` starting after `{`; returns the position after `}`.
+/// Copies the labels of the longest prefix of `run`'s text that repeats whole labels of the
+/// last label set, and returns where parsing resumes (relative to the text). The parser reads
+/// left to right, so identical bytes up to a comma leave it in the same state: the same
+/// labels, which passed every check on the earlier line.
+fn reuse_labels<'a>(
+    last: &LabelRun<'a>,
+    run: &mut LabelRun<'a>,
+    labels: &mut Vec<Label<'a>>,
+) -> usize {
+    let Some(&whole) = last.ends.last() else {
+        return 0;
+    };
+    let (text, previous) = (run.text.as_bytes(), last.text.as_bytes());
+    let whole = whole as usize;
+    let count = if text.get(..whole) == Some(&previous[..whole]) {
+        last.ends.len()
+    } else {
+        let common = common_prefix_len(text, previous);
+        last.ends.partition_point(|&end| end as usize <= common)
+    };
+    if count == 0 {
+        return 0;
+    }
+    let start = last.pool_start as usize;
+    labels.extend_from_within(start..start + count);
+    run.ends.extend_from_slice(&last.ends[..count]);
+    last.ends[count - 1] as usize
+}
+
+/// The length of the longest common prefix of two byte strings, a word at a time.
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    let len = a.len().min(b.len());
+    let word = |bytes: &[u8], at: usize| {
+        u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
+    };
+    let mut at = 0;
+    while at + 8 <= len {
+        let differ = word(a, at) ^ word(b, at);
+        if differ != 0 {
+            return at + (differ.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while at < len && a[at] == b[at] {
+        at += 1;
+    }
+    at
+}
+
 /// Engines print fewer than ten labels per sample; more is not a page we can use.
 pub const MAX_LABELS_PER_SAMPLE: usize = 64;
 
+/// Parses `name="value",...}` from `resume` bytes after the `{` at `open - 1` (the labels
+/// before `resume` already in `labels`, as [`reuse_labels`] leaves them); returns the position
+/// after `}`.
 fn parse_labels<'a>(
     line: &'a str,
-    mut pos: usize,
+    open: usize,
+    resume: usize,
     labels: &mut Vec<Label<'a>>,
+    run: &mut LabelRun<'a>,
 ) -> Result<usize, &'static str> {
     let bytes = line.as_bytes();
-    let first = labels.len();
+    let first = labels.len() - run.ends.len();
+    let mut pos = open + resume;
     loop {
         pos = skip_blanks(bytes, pos);
         match bytes.get(pos) {
@@ -397,7 +481,10 @@ fn parse_labels<'a>(
         labels.push(Label { name, value });
         pos = skip_blanks(bytes, pos);
         match bytes.get(pos) {
-            Some(b',') => pos += 1,
+            Some(b',') => {
+                pos += 1;
+                run.ends.push((pos - open) as u32);
+            }
             Some(b'}') => return Ok(pos + 1),
             _ => return Err("labels are separated by ',' and closed with '}'"),
         }
@@ -536,6 +623,107 @@ mod tests {
             }
             prop_assert_eq!(page.types, oracle.types);
             prop_assert_eq!(page.helps, oracle.helps);
+        }
+    }
+
+    /// A sample as read, owned, for comparing two readings.
+    type Reading = (String, Vec<(String, String)>, u64, u32);
+
+    fn readings(page: &Page) -> Vec<Reading> {
+        page.samples
+            .iter()
+            .map(|s| {
+                let labels = page.labels(s).iter();
+                let labels = labels.map(|l| (l.name.to_string(), l.value.to_string()));
+                (
+                    s.name.to_string(),
+                    labels.collect(),
+                    s.value.to_bits(),
+                    s.line,
+                )
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// Reusing the labels of the prefix a line repeats reads what parsing every line on
+        /// its own reads: the same samples and the same skipped lines for the same reasons.
+        #[test]
+        fn repeated_label_prefixes_read_as_lines_parsed_alone(
+            lines in prop::collection::vec(
+                (
+                    prop::sample::select(vec!["h_bucket", "h_bucket", "g", "h_bucket "]),
+                    prop::collection::vec(prop::sample::select(vec![
+                        r#"model_name="m/x""#, r#"engine="0""#, r#"le="0.5""#, r#"le="+Inf""#,
+                        r#"q="say \"hi\"""#, r#"engine="1""#, r#"x = "a,b" "#, r#"le="#,
+                        r#"model_name="m/x"  "#, "", r#"engine="0"}"#,
+                    ]), 0..5),
+                    prop::sample::select(vec!["} 1", "} 2.5", ",} 3", "}", " 4", "} x"]),
+                ),
+                1..12,
+            ),
+            braces in any::<bool>(),
+        ) {
+            let text: Vec<String> = lines
+                .iter()
+                .map(|(name, labels, tail)| {
+                    let open = if braces { "{" } else { "{ " };
+                    format!("{name}{open}{}{tail}", labels.join(","))
+                })
+                .collect();
+            let joined = text.join("\n");
+            let page = parse(&joined);
+            let mut alone = Vec::new();
+            let mut skipped = Vec::new();
+            for (line, number) in text.iter().zip(1u32..) {
+                let one = parse(line);
+                alone.extend(readings(&one).into_iter().map(|mut r| { r.3 = number; r }));
+                skipped.extend(one.skipped.iter().map(|s| (number, s.reason)));
+            }
+            prop_assert_eq!(readings(&page), alone);
+            let page_skipped: Vec<(u32, &str)> =
+                page.skipped.iter().map(|s| (s.line, s.reason)).collect();
+            prop_assert_eq!(page_skipped, skipped);
+        }
+    }
+
+    #[test]
+    fn a_histogram_child_reuses_the_labels_before_le() {
+        let page = parse(
+            "h_bucket{model_name=\"m\",engine=\"0\",le=\"1\"} 1\n\
+             h_bucket{model_name=\"m\",engine=\"0\",le=\"+Inf\"} 2\n\
+             h_bucket{model_name=\"m\",engine=\"1\",le=\"1\"} 3\n",
+        );
+        assert_eq!(page.samples.len(), 3);
+        assert_eq!(
+            page.last_labels.ends,
+            vec![15, 26],
+            "the last line's commas"
+        );
+        let engines: Vec<_> = page
+            .samples
+            .iter()
+            .map(|s| page.label(s, "engine"))
+            .collect();
+        assert_eq!(engines, vec![Some("0"), Some("0"), Some("1")]);
+        let bounds: Vec<_> = page.samples.iter().map(|s| page.label(s, "le")).collect();
+        assert_eq!(bounds, vec![Some("1"), Some("+Inf"), Some("1")]);
+    }
+
+    #[test]
+    fn common_prefixes_are_counted_across_words() {
+        for (a, b, len) in [
+            ("", "abc", 0),
+            ("abcdefghij", "abcdefghij", 10),
+            ("abcdefghijk", "abcdefghiXk", 9),
+            ("abcdefgh", "abcdefgX", 7),
+            ("ab", "abcdefghijklmnop", 2),
+        ] {
+            assert_eq!(
+                common_prefix_len(a.as_bytes(), b.as_bytes()),
+                len,
+                "{a} {b}"
+            );
         }
     }
 
