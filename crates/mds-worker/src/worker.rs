@@ -7,6 +7,7 @@
 //! deleted scaler release its binding before it goes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use mds_api::ModelDeploymentScaler;
@@ -76,22 +77,26 @@ impl MetricsSource for NoSource {
 #[derive(Debug)]
 struct Written<K> {
     replaced: Option<String>,
-    object: K,
+    object: Arc<K>,
 }
 
 /// The object to plan from, and the version the cache shows when it is our own write the
 /// cache has not seen yet.
-fn newest<K: Versioned>(cached: &K, written: &Option<Written<K>>) -> (K, Option<Option<String>>) {
+/// Shared, not copied: a pass reads the scaler and its target many times and changes neither.
+fn newest<K: Versioned>(
+    cached: &Arc<K>,
+    written: &Option<Written<K>>,
+) -> (Arc<K>, Option<Option<String>>) {
     match written {
         Some(w) if &w.replaced == cached.resource_version() => {
-            (w.object.clone(), Some(w.replaced.clone()))
+            (Arc::clone(&w.object), Some(w.replaced.clone()))
         }
-        _ => (cached.clone(), None),
+        _ => (Arc::clone(cached), None),
     }
 }
 
 /// An object with a resource version: the scaler and its target.
-trait Versioned: Clone {
+trait Versioned {
     fn resource_version(&self) -> &Option<String>;
 }
 
@@ -119,9 +124,9 @@ struct LastSampling {
 /// What a pass read: the scaler and target it plans on, the version of the scaler the cache
 /// still shows when our own write is newer, and the snapshot (Pods, Workloads).
 struct PassRead {
-    scaler: ModelDeploymentScaler,
+    scaler: Arc<ModelDeploymentScaler>,
     cache_behind: Option<Option<String>>,
-    target: Option<ModelDeployment>,
+    target: Option<Arc<ModelDeployment>>,
     snapshot: crate::ports::Snapshot,
 }
 
@@ -241,8 +246,9 @@ impl Worker {
         let deleting = scaler.metadata.deletion_timestamp.is_some();
         let mut spec = scaler.spec.clone();
         default_spec(&mut spec);
-        let status: ModelDeploymentScalerStatus = scaler.status.clone().unwrap_or_default();
-        let md = read.target.as_ref();
+        let no_status = ModelDeploymentScalerStatus::default();
+        let status = scaler.status.as_ref().unwrap_or(&no_status);
+        let md = read.target.as_deref();
         report.target = md.and_then(|m| m.metadata.name.clone());
         let planning = !deleting && !spec.suspend.unwrap_or(false);
         let interval = spec.interval_seconds();
@@ -283,7 +289,7 @@ impl Worker {
                 uid: &uid,
                 generation: scaler.metadata.generation.unwrap_or(0),
                 spec: &spec,
-                status: &status,
+                status,
                 deleting,
             },
             target: md.zip(facts).map(|(deployment, facts)| Target {
@@ -330,10 +336,10 @@ impl Worker {
             self.reset();
         }
         self.uid = snapshot.scaler.metadata.uid.clone();
-        let (scaler, cache_behind) = newest(snapshot.scaler.as_ref(), &self.scaler_written);
+        let (scaler, cache_behind) = newest(&snapshot.scaler, &self.scaler_written);
         let target = snapshot
             .target
-            .as_deref()
+            .as_ref()
             .map(|t| newest(t, &self.target_written).0);
         Some(PassRead {
             scaler,
@@ -358,8 +364,12 @@ impl Worker {
             .set_finalizer(&read.scaler, true)
             .await
             .map_err(|e| format!("adding the finalizer failed: {e}"))?;
-        read.cache_behind =
-            Some(self.remember_scaler(&read.scaler, read.cache_behind.clone(), &written));
+        let written = Arc::new(written);
+        read.cache_behind = Some(self.remember_scaler(
+            &read.scaler,
+            read.cache_behind.clone(),
+            Arc::clone(&written),
+        ));
         read.scaler = written;
         Ok(())
     }
@@ -435,12 +445,12 @@ impl Worker {
         &mut self,
         before: &ModelDeploymentScaler,
         cache_behind: Option<Option<String>>,
-        written: &ModelDeploymentScaler,
+        written: Arc<ModelDeploymentScaler>,
     ) -> Option<String> {
         let replaced = cache_behind.unwrap_or_else(|| before.metadata.resource_version.clone());
         self.scaler_written = Some(Written {
             replaced: replaced.clone(),
-            object: written.clone(),
+            object: written,
         });
         replaced
     }

@@ -2,6 +2,8 @@
 //! failure backoff, then the status and events, the failed write's report on its condition,
 //! and a deleted scaler's finalizer last.
 
+use std::sync::Arc;
+
 use jiff::{SignedDuration, Timestamp};
 use mds_api::ModelDeploymentScaler;
 use mds_api::status::ModelDeploymentScalerStatus;
@@ -33,7 +35,7 @@ impl Worker {
     ) {
         let mut memory = std::mem::take(&mut self.memory);
         let mut effects = PassEffects {
-            latest: read.scaler.clone(),
+            latest: Arc::clone(&read.scaler),
             worker: self,
             cluster,
             read,
@@ -86,7 +88,7 @@ impl Worker {
             Ok(written) => {
                 self.target_written = Some(Written {
                     replaced: md.metadata.resource_version.clone(),
-                    object: written,
+                    object: Arc::new(written),
                 });
                 self.failure = None;
                 Ok(())
@@ -120,7 +122,7 @@ impl Worker {
         cache_behind: Option<Option<String>>,
         now: Timestamp,
         interval: SignedDuration,
-    ) -> Option<Result<ModelDeploymentScaler, WriteError>> {
+    ) -> Option<Result<Arc<ModelDeploymentScaler>, WriteError>> {
         let failure = self
             .failure
             .as_ref()
@@ -129,9 +131,9 @@ impl Worker {
         if status.conditions == core.status.conditions {
             return None;
         }
-        let result = cluster.write_status(scaler, &status).await;
+        let result = cluster.write_status(scaler, &status).await.map(Arc::new);
         if let Ok(written) = &result {
-            self.remember_scaler(scaler, cache_behind, written);
+            self.remember_scaler(scaler, cache_behind, Arc::clone(written));
             cluster.emit(scaler, &event).await;
         }
         Some(result)
@@ -149,7 +151,7 @@ struct PassEffects<'a, 'b, C> {
     now: Timestamp,
     interval: SignedDuration,
     report: &'a mut PassReport,
-    latest: ModelDeploymentScaler,
+    latest: Arc<ModelDeploymentScaler>,
 }
 
 impl<C: Cluster> Effects for PassEffects<'_, '_, C> {
@@ -174,11 +176,16 @@ impl<C: Cluster> Effects for PassEffects<'_, '_, C> {
 
     async fn write_status(&mut self, status: &ModelDeploymentScalerStatus) {
         let scaler = &self.read.scaler;
-        let result = self.cluster.write_status(scaler, status).await;
+        let result = self
+            .cluster
+            .write_status(scaler, status)
+            .await
+            .map(Arc::new);
         if let Ok(written) = &result {
             let cache_behind = self.read.cache_behind.clone();
-            self.worker.remember_scaler(scaler, cache_behind, written);
-            self.latest = written.clone();
+            self.worker
+                .remember_scaler(scaler, cache_behind, Arc::clone(written));
+            self.latest = Arc::clone(written);
         }
         self.report.status = Some(result.map(|_| ()));
     }
