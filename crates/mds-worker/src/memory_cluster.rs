@@ -253,7 +253,7 @@ impl MemoryCluster {
         if kind == Kind::Target && st.hooks.fences() {
             fence_target(&st, old.as_ref(), &doc)?;
         }
-        Ok(st.store(key, old.as_ref(), doc))
+        Ok(st.store(key, old.as_ref(), doc, Value::clone))
     }
 
     /// Deletes an object at `now`: with finalizers it gets a deletion timestamp and a new
@@ -327,7 +327,15 @@ impl State {
 
     /// Stores `doc` over `old`: keeps uid and creation, moves the resource version, and the
     /// generation when the spec changed; an object being deleted whose finalizers are gone goes.
-    fn store(&mut self, key: (Kind, String, String), old: Option<&Value>, mut doc: Value) -> Value {
+    /// `read` sees the object as stored (or as it was when it left); keeping the object and
+    /// handing out a reference spares a copy of it on every write.
+    fn store<T>(
+        &mut self,
+        key: (Kind, String, String),
+        old: Option<&Value>,
+        mut doc: Value,
+        read: impl FnOnce(&Value) -> T,
+    ) -> T {
         let meta_old = old.map_or(&Value::Null, |o| &o["metadata"]);
         if doc["metadata"]["uid"].is_null() {
             doc["metadata"]["uid"] = match &meta_old["uid"] {
@@ -349,13 +357,15 @@ impl State {
             doc["metadata"]["deletionTimestamp"] = meta_old["deletionTimestamp"].clone();
         }
         doc["metadata"]["resourceVersion"] = json!((self.resource_version + 1).to_string());
-        if !doc["metadata"]["deletionTimestamp"].is_null() && finalizers(&doc).is_empty() {
-            self.objects.remove(&key);
-        } else {
-            self.objects.insert(key, doc.clone());
-        }
+        let stored =
+            if !doc["metadata"]["deletionTimestamp"].is_null() && finalizers(&doc).is_empty() {
+                self.objects.remove(&key);
+                read(&doc)
+            } else {
+                read(self.objects.entry(key).insert_entry(doc).get())
+            };
         self.commit_write();
-        doc
+        stored
     }
 
     /// The fault this write gets, if any: a scripted one first, then one a hook set, else a
@@ -389,7 +399,7 @@ impl State {
         ops: &[PatchOp],
     ) -> Result<ModelDeployment, WriteError> {
         let key = (Kind::Target, ns.to_string(), name.to_string());
-        let Some(old) = self.objects.get(&key).cloned() else {
+        let Some(mut doc) = self.objects.get(&key).cloned() else {
             return Err(WriteError::NotFound(format!(
                 "modeldeployments {ns}/{name}"
             )));
@@ -399,7 +409,6 @@ impl State {
             .map_err(|e| {
             WriteError::Refused(format!("the patch does not parse: {e} (HTTP 400)"))
         })?;
-        let mut doc = old.clone();
         if json_patch::patch(&mut doc, &patch).is_err() {
             // The API server's bare 422 for a patch that does not apply, a failed `test` included.
             return Err(WriteError::Conflict(
@@ -407,10 +416,12 @@ impl State {
             ));
         }
         if self.hooks.fences() {
-            fence_target(self, Some(&old), &doc)?;
+            fence_target(self, self.objects.get(&key), &doc)?;
         }
-        let written = self.store(key, Some(&old), doc);
-        typed(&written, "target").map_err(WriteError::Unavailable)
+        // Taken out, not copied: the patched copy replaces it.
+        let old = self.objects.remove(&key);
+        self.store(key, old.as_ref(), doc, |d| typed(d, "target"))
+            .map_err(WriteError::Unavailable)
     }
 
     /// Guards a scaler write by its resource version and applies `change` to the stored one.
@@ -422,23 +433,24 @@ impl State {
         let ns = scaler.metadata.namespace.clone().unwrap_or_default();
         let name = scaler.metadata.name.clone().unwrap_or_default();
         let key = (Kind::Scaler, ns.clone(), name.clone());
-        let Some(old) = self.objects.get(&key) else {
+        // The stored object is changed in place: a status is most of it and is not copied.
+        let Some(mut doc) = self.objects.remove(&key) else {
             return Err(WriteError::NotFound(format!(
                 "modeldeploymentscalers {ns}/{name}"
             )));
         };
-        let stored_rv = old["metadata"]["resourceVersion"].as_str();
+        let stored_rv = doc["metadata"]["resourceVersion"].as_str();
         if stored_rv != scaler.metadata.resource_version.as_deref() {
+            self.objects.insert(key, doc);
             return Err(WriteError::Conflict(format!(
                 "Operation cannot be fulfilled on modeldeploymentscalers \"{name}\": the object has been modified; please apply your changes to the latest version and try again (HTTP 409)"
             )));
         }
-        let mut doc = old.clone();
+        // Storing reads only the old metadata and spec.
+        let old = json!({"metadata": doc["metadata"].clone(), "spec": doc["spec"].clone()});
         change(&mut doc);
-        // The stored object is replaced: taken out, not copied (a status is most of it).
-        let old = self.objects.remove(&key);
-        let written = self.store(key, old.as_ref(), doc);
-        typed(&written, "scaler").map_err(WriteError::Unavailable)
+        self.store(key, Some(&old), doc, |d| typed(d, "scaler"))
+            .map_err(WriteError::Unavailable)
     }
 
     fn snapshot(&mut self, key: &ScalerKey) -> Option<Snapshot> {

@@ -86,7 +86,7 @@ impl Edit<'_> {
         Some(if doc == old {
             doc
         } else {
-            self.0.store(key, Some(&old), doc)
+            self.0.store(key, Some(&old), doc, Value::clone)
         })
     }
 
