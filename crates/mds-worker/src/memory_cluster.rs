@@ -6,6 +6,7 @@
 //! cache that may lag a number of writes behind, and faults on cue (scripted per write, or
 //! drawn from a seeded generator). Pure: no clock, no I/O; a delete takes its `now`.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -362,7 +363,14 @@ impl State {
                 self.objects.remove(&key);
                 read(&doc)
             } else {
-                read(self.objects.entry(key).insert_entry(doc).get())
+                let kept = match self.objects.entry(key) {
+                    Entry::Occupied(mut entry) => {
+                        entry.insert(doc);
+                        entry.into_mut()
+                    }
+                    Entry::Vacant(entry) => entry.insert(doc),
+                };
+                read(kept)
             };
         self.commit_write();
         stored
