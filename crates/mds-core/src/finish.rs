@@ -280,7 +280,8 @@ pub(crate) fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
 /// Whether what makes a status write necessary (D23) moved: decisions, the binding,
 /// conditions, and each role's counts and reason. Histories and filters ride along but do
 /// not trigger a write. Counts, names and texts compare as they are; the records compare
-/// as written (JSON), so a time compares as the API server stores it.
+/// as written (JSON), so a time compares as the API server stores it (to the second). Equal
+/// records write the same JSON, so only records that differ are written out to compare.
 fn control_plane_moved(
     new: &ModelDeploymentScalerStatus,
     old: &ModelDeploymentScalerStatus,
@@ -304,7 +305,16 @@ fn control_plane_moved(
             c.observed_generation,
         )
     }
-    let records = |s: &ModelDeploymentScalerStatus| {
+    fn records(s: &ModelDeploymentScalerStatus) -> impl PartialEq + '_ {
+        (
+            &s.binding,
+            &s.last_commit,
+            &s.pending_cohort,
+            &s.rebalance,
+            &s.last_scale_down,
+        )
+    }
+    let written = |s: &ModelDeploymentScalerStatus| {
         serde_json::json!([
             s.binding,
             s.last_commit,
@@ -320,7 +330,7 @@ fn control_plane_moved(
             .iter()
             .map(condition)
             .eq(old.conditions.iter().map(condition))
-        || records(new) != records(old)
+        || (records(new) != records(old) && written(new) != written(old))
 }
 
 #[cfg(test)]
@@ -380,6 +390,26 @@ mod tests {
             edit(&mut new);
             assert!(control_plane_moved(&new, &old), "{what} moves it");
         }
+        // A record's time moves it only when it moves as written: to the second.
+        let at = |second: i64, nanosecond: i32| {
+            let time = jiff::Timestamp::new(1_800_000_000 + second, nanosecond).expect("a time");
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(time))
+        };
+        let committed_at = |time| {
+            let mut s = status();
+            s.last_commit = Some(LastCommit {
+                decision_id: "d".into(),
+                timestamp: time,
+                ..LastCommit::default()
+            });
+            s
+        };
+        let old_commit = committed_at(at(0, 0));
+        assert!(!control_plane_moved(
+            &committed_at(at(0, 500_000_000)),
+            &old_commit
+        ));
+        assert!(control_plane_moved(&committed_at(at(1, 0)), &old_commit));
         // Histories ride along.
         let mut new = status();
         new.roles[0].prompt_tokens_per_second = Some("12".into());
