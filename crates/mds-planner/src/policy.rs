@@ -258,9 +258,11 @@ impl Policy {
         let roles = role_policies(spec, kinds);
         let ratios = ratio_policies(spec, &roles)?;
         let interval_seconds = spec.interval_seconds();
-        let algorithm_spec = spec.algorithm.clone().unwrap_or_default();
+        // Borrowed, not cloned: the policy is built every pass.
+        let no_algorithm = Algorithm::default();
+        let algorithm_spec = spec.algorithm.as_ref().unwrap_or(&no_algorithm);
         let algorithm = match effective_algorithm_type(spec.algorithm.as_ref()) {
-            AlgorithmType::Proportional => proportional_policy(&algorithm_spec, &roles)?,
+            AlgorithmType::Proportional => proportional_policy(algorithm_spec, &roles)?,
             AlgorithmType::TokenThroughput => {
                 let p = algorithm_spec
                     .token_throughput
@@ -272,7 +274,7 @@ impl Policy {
                     interval_seconds,
                 )?)
             }
-            AlgorithmType::Predictive => predictive_policy(&algorithm_spec, interval_seconds)?,
+            AlgorithmType::Predictive => predictive_policy(algorithm_spec, interval_seconds)?,
         };
         let behavior = spec.behavior.clone().unwrap_or_default();
         let up = behavior.scale_up.unwrap_or_default();

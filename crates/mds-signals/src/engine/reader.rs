@@ -315,8 +315,9 @@ impl<'a, 'p> Reader<'a, 'p> {
     /// Records every `_created` gauge and `process_start_time_seconds`.
     pub fn process_marks(&mut self) {
         let page = self.families.page;
-        let mut labels: Vec<(&str, &str)> = Vec::new();
-        let mut marks: Vec<(String, f64)> = Vec::new();
+        // A page has a mark per counter and histogram child and one for the process.
+        let mut labels: Vec<(&str, &str)> = Vec::with_capacity(8);
+        let mut marks: Vec<(String, f64)> = Vec::with_capacity(16);
         for sample in &page.samples {
             if sample.name.ends_with("_created") || sample.name == "process_start_time_seconds" {
                 // Label order on the page is not significant: key by sorted labels.
