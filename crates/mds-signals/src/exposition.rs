@@ -85,8 +85,8 @@ pub struct Page<'a> {
 #[derive(Clone, Debug, Default)]
 struct LabelRun<'a> {
     text: &'a str,
-    ends: Vec<u32>,
-    pool_start: u32,
+    ends: Vec<usize>,
+    pool_start: usize,
 }
 
 impl<'a> Page<'a> {
@@ -171,7 +171,7 @@ impl<'a> Page<'a> {
         let previous_name = self.samples.last().map_or("", |s| s.name);
         self.next_labels.text = "";
         self.next_labels.ends.clear();
-        self.next_labels.pool_start = pool_start as u32;
+        self.next_labels.pool_start = pool_start;
         let parsed = parse_sample(
             line,
             previous_name,
@@ -363,20 +363,19 @@ fn reuse_labels<'a>(
         return 0;
     };
     let (text, previous) = (run.text.as_bytes(), last.text.as_bytes());
-    let whole = whole as usize;
     let count = if text.get(..whole) == Some(&previous[..whole]) {
         last.ends.len()
     } else {
         let common = common_prefix_len(text, previous);
-        last.ends.partition_point(|&end| end as usize <= common)
+        last.ends.partition_point(|&end| end <= common)
     };
     if count == 0 {
         return 0;
     }
-    let start = last.pool_start as usize;
+    let start = last.pool_start;
     labels.extend_from_within(start..start + count);
     run.ends.extend_from_slice(&last.ends[..count]);
-    last.ends[count - 1] as usize
+    last.ends[count - 1]
 }
 
 /// The length of the longest common prefix of two byte strings, a word at a time.
@@ -483,7 +482,7 @@ fn parse_labels<'a>(
         match bytes.get(pos) {
             Some(b',') => {
                 pos += 1;
-                run.ends.push((pos - open) as u32);
+                run.ends.push(pos - open);
             }
             Some(b'}') => return Ok(pos + 1),
             _ => return Err("labels are separated by ',' and closed with '}'"),
