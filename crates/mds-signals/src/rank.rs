@@ -94,14 +94,16 @@ impl<'a> Child<'a> {
     }
 
     /// Whether `other` prints the same labels in the same order, `skip` aside; then both have
-    /// the same key without `skip`, and building it again can be spared.
+    /// the same key without `skip`, and building it again can be spared. The parser hands a
+    /// label that repeats the line before it the same text, so most compare by address.
     pub fn same_labels_without(&self, other: &Child, skip: &str) -> bool {
+        let same = |a: &str, b: &str| std::ptr::eq(a, b) || a == b;
         self.labels.len() == other.labels.len()
             && self
                 .labels
                 .iter()
                 .zip(other.labels)
-                .all(|(a, b)| a.name == b.name && (a.name == skip || a.value == b.value))
+                .all(|(a, b)| same(a.name, b.name) && (a.name == skip || same(&a.value, &b.value)))
     }
 
     /// [`Child::key_without`] into a reused buffer (cleared first).

@@ -389,17 +389,12 @@ fn plain_buckets<'a, 'p: 'a>(
     let child = Child::new(labels, 0.0);
     let mut buckets = Vec::with_capacity(samples.size_hint().0 + 1);
     buckets.push((bucket_bound(&labels[le_at].value)?, first.value));
-    // The parser hands lines that repeat a label the same text, so most compare by address.
-    let same = |a: &str, b: &str| std::ptr::eq(a, b) || a == b;
     for sample in samples {
         let other = page.labels(sample);
-        let same_but_le = other.len() == labels.len()
-            && (other.iter().zip(labels).enumerate()).all(|(at, (o, l))| {
-                same(o.name, l.name) && (at == le_at || same(&o.value, &l.value))
-            });
-        if !same_but_le {
+        if !Child::new(other, sample.value).same_labels_without(&child, "le") {
             return None;
         }
+        // The same names in the same order: `le` is where it was on the first line.
         let le =
             bucket_bound(&other[le_at].value).filter(|le| *le > buckets[buckets.len() - 1].0)?;
         buckets.push((le, sample.value));
