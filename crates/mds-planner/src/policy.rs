@@ -150,7 +150,7 @@ pub struct PolicyError {
 }
 
 fn quantity(
-    path: &str,
+    path: &(impl std::fmt::Display + ?Sized),
     q: Option<&Quantity>,
     default: Option<&str>,
 ) -> Result<Option<Decimal>, PolicyError> {
@@ -167,9 +167,22 @@ fn quantity(
         })
 }
 
+/// A field's path, `base.field`, written out only into an error (policies are built every
+/// pass).
+struct Field<'a>(&'a str, &'a str);
+
+impl std::fmt::Display for Field<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
 /// A per-replica target or capacity: admission refuses nonpositive ones, and a spec that
 /// bypassed it must not divide by zero.
-fn positive(path: &str, value: Option<Decimal>) -> Result<Option<Decimal>, PolicyError> {
+fn positive(
+    path: &(impl std::fmt::Display + ?Sized),
+    value: Option<Decimal>,
+) -> Result<Option<Decimal>, PolicyError> {
     match value {
         Some(v) if !v.is_positive() => Err(PolicyError {
             path: path.to_string(),
@@ -198,7 +211,7 @@ fn token_policy(
 ) -> Result<TokenPolicy, PolicyError> {
     let f =
         |field: &str, q: Option<&Quantity>, d: Option<&str>| -> Result<Option<f64>, PolicyError> {
-            let path = format!("{base}.{field}");
+            let path = Field(base, field);
             Ok(positive(&path, quantity(&path, q, d)?)?.map(Decimal::to_f64))
         };
     Ok(TokenPolicy {
@@ -431,7 +444,7 @@ fn predictive_policy(
         .as_ref()
         .ok_or_else(|| missing("spec.algorithm.predictive.tokenThroughput"))?;
     let cap = |field: &str, q: Option<&Quantity>| -> Result<Option<f64>, PolicyError> {
-        let path = format!("{base}.{field}");
+        let path = Field(base, field);
         Ok(positive(&path, quantity(&path, q, None)?)?.map(Decimal::to_f64))
     };
     Ok(AlgorithmPolicy::Predictive(PredictivePolicy {
@@ -472,4 +485,40 @@ fn predictive_policy(
         )?,
         min_points: p.min_points.unwrap_or(values::MIN_POINTS).max(1) as u32,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(algorithm: serde_json::Value) -> ModelDeploymentScalerSpec {
+        serde_json::from_value(serde_json::json!({
+            "targetRef": {"name": "chat"},
+            "roles": [{"name": "server", "minReplicas": 1, "maxReplicas": 4}],
+            "algorithm": algorithm,
+        }))
+        .expect("a spec")
+    }
+
+    /// A spec that bypassed admission names the field it broke, whole path included.
+    #[test]
+    fn a_bad_quantity_names_its_field() {
+        let kinds = BTreeMap::new();
+        let zero = spec(serde_json::json!({"type": "TokenThroughput",
+            "tokenThroughput": {"serverTargetTokensPerSecond": "0"}}));
+        let e = Policy::from_spec(&zero, &kinds).expect_err("zero capacity");
+        assert_eq!(
+            e.path,
+            "spec.algorithm.tokenThroughput.serverTargetTokensPerSecond"
+        );
+        assert_eq!(e.message, "0 must be a positive quantity");
+        let garbage = spec(serde_json::json!({"type": "Predictive",
+            "predictive": {"tokenThroughput": {"panicThreshold": "x"},
+                "prefillCapacityTokensPerSecond": "1"}}));
+        let e = Policy::from_spec(&garbage, &kinds).expect_err("garbage");
+        assert_eq!(
+            e.path,
+            "spec.algorithm.predictive.tokenThroughput.panicThreshold"
+        );
+    }
 }
