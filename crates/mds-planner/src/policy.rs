@@ -169,11 +169,20 @@ fn quantity(
 
 /// A field's path, `base.field`, written out only into an error (policies are built every
 /// pass).
-struct Field<'a>(&'a str, &'a str);
+struct Field<'a, B: ?Sized>(&'a B, &'a str);
 
-impl std::fmt::Display for Field<'_> {
+impl<B: std::fmt::Display + ?Sized> std::fmt::Display for Field<'_, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
+/// An element of a list field, `list[index]`, written out only into an error.
+struct Item(&'static str, usize);
+
+impl std::fmt::Display for Item {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}[{}]", self.0, self.1)
     }
 }
 
@@ -193,7 +202,11 @@ fn positive(
 }
 
 /// A Kalman noise: omitted or nonpositive values use the default (spec, *Predictive*).
-fn noise(path: &str, q: Option<&Quantity>, default: &str) -> Result<f64, PolicyError> {
+fn noise(
+    path: &impl std::fmt::Display,
+    q: Option<&Quantity>,
+    default: &str,
+) -> Result<f64, PolicyError> {
     let value = quantity(path, q, Some(default))?.unwrap_or_default();
     if value.is_positive() {
         Ok(value.to_f64())
@@ -205,7 +218,7 @@ fn noise(path: &str, q: Option<&Quantity>, default: &str) -> Result<f64, PolicyE
 }
 
 fn token_policy(
-    base: &str,
+    base: &(impl std::fmt::Display + ?Sized),
     p: &TokenThroughputParams,
     interval_seconds: i64,
 ) -> Result<TokenPolicy, PolicyError> {
@@ -357,12 +370,16 @@ fn role_policies(
 }
 
 /// The position of role `name` in `roles`; the error names `path`.
-fn role_index(roles: &[RolePolicy], name: &str, path: String) -> Result<usize, PolicyError> {
+fn role_index(
+    roles: &[RolePolicy],
+    name: &str,
+    path: &impl std::fmt::Display,
+) -> Result<usize, PolicyError> {
     roles
         .iter()
         .position(|r| r.name == name)
-        .ok_or(PolicyError {
-            path,
+        .ok_or_else(|| PolicyError {
+            path: path.to_string(),
             message: format!("{name:?} is not a role in spec.roles"),
         })
 }
@@ -382,17 +399,13 @@ fn ratio_policies(
 ) -> Result<Vec<RatioPolicy>, PolicyError> {
     let mut ratios = Vec::new();
     for (i, r) in spec.ratios.iter().enumerate() {
-        let base = format!("spec.ratios[{i}]");
+        let base = &Item("spec.ratios", i);
         ratios.push(RatioPolicy {
-            numerator: role_index(roles, &r.numerator_role, format!("{base}.numeratorRole"))?,
-            denominator: role_index(
-                roles,
-                &r.denominator_role,
-                format!("{base}.denominatorRole"),
-            )?,
-            min: quantity(&format!("{base}.min"), r.min.as_ref(), None)?,
-            max: quantity(&format!("{base}.max"), r.max.as_ref(), None)?,
-            target: quantity(&format!("{base}.target"), r.target.as_ref(), None)?,
+            numerator: role_index(roles, &r.numerator_role, &Field(base, "numeratorRole"))?,
+            denominator: role_index(roles, &r.denominator_role, &Field(base, "denominatorRole"))?,
+            min: quantity(&Field(base, "min"), r.min.as_ref(), None)?,
+            max: quantity(&Field(base, "max"), r.max.as_ref(), None)?,
+            target: quantity(&Field(base, "target"), r.target.as_ref(), None)?,
         });
     }
     Ok(ratios)
@@ -409,12 +422,9 @@ fn proportional_policy(
         .ok_or_else(|| missing("spec.algorithm.proportional"))?;
     let mut targets = vec![None; roles.len()];
     for (i, t) in p.role_targets.iter().enumerate() {
-        let slot = role_index(
-            roles,
-            &t.name,
-            format!("spec.algorithm.proportional.roleTargets[{i}].name"),
-        )?;
-        let path = format!("spec.algorithm.proportional.roleTargets[{i}].target");
+        let base = &Item("spec.algorithm.proportional.roleTargets", i);
+        let slot = role_index(roles, &t.name, &Field(base, "name"))?;
+        let path = Field(base, "target");
         targets[slot] = positive(&path, quantity(&path, Some(&t.target), None)?)?;
     }
     Ok(AlgorithmPolicy::Proportional {
@@ -448,11 +458,7 @@ fn predictive_policy(
         Ok(positive(&path, quantity(&path, q, None)?)?.map(Decimal::to_f64))
     };
     Ok(AlgorithmPolicy::Predictive(PredictivePolicy {
-        fallback: token_policy(
-            &format!("{base}.tokenThroughput"),
-            fallback,
-            interval_seconds,
-        )?,
+        fallback: token_policy(&Field(base, "tokenThroughput"), fallback, interval_seconds)?,
         horizon_seconds: p.horizon_seconds.unwrap_or(values::HORIZON_SECONDS) as f64,
         capacities: Capacities {
             prefill: cap(
@@ -468,18 +474,10 @@ fn predictive_policy(
                 p.server_token_capacity_per_replica.as_ref(),
             )?,
         },
-        q_level: noise(
-            &format!("{base}.qLevel"),
-            p.q_level.as_ref(),
-            values::Q_LEVEL,
-        )?,
-        q_trend: noise(
-            &format!("{base}.qTrend"),
-            p.q_trend.as_ref(),
-            values::Q_TREND,
-        )?,
+        q_level: noise(&Field(base, "qLevel"), p.q_level.as_ref(), values::Q_LEVEL)?,
+        q_trend: noise(&Field(base, "qTrend"), p.q_trend.as_ref(), values::Q_TREND)?,
         measurement_noise: noise(
-            &format!("{base}.measurementNoise"),
+            &Field(base, "measurementNoise"),
             p.measurement_noise.as_ref(),
             values::MEASUREMENT_NOISE,
         )?,
@@ -520,5 +518,23 @@ mod tests {
             e.path,
             "spec.algorithm.predictive.tokenThroughput.panicThreshold"
         );
+        let noise = spec(serde_json::json!({"type": "Predictive",
+            "predictive": {"tokenThroughput": {}, "qTrend": "x"}}));
+        let e = Policy::from_spec(&noise, &kinds).expect_err("garbage noise");
+        assert_eq!(e.path, "spec.algorithm.predictive.qTrend");
+        let target = spec(serde_json::json!({"type": "Proportional",
+            "proportional": {"metric": "QueueDepth",
+                "roleTargets": [{"name": "server", "target": "1"},
+                                {"name": "server", "target": "0"}]}}));
+        let e = Policy::from_spec(&target, &kinds).expect_err("zero target");
+        assert_eq!(e.path, "spec.algorithm.proportional.roleTargets[1].target");
+        let mut ratio = spec(serde_json::json!({"type": "TokenThroughput",
+            "tokenThroughput": {"serverTargetTokensPerSecond": "1"}}));
+        ratio.ratios = serde_json::from_value(serde_json::json!([
+            {"numeratorRole": "server", "denominatorRole": "decode", "target": "1"}]))
+        .expect("a ratio");
+        let e = Policy::from_spec(&ratio, &kinds).expect_err("unknown role");
+        assert_eq!(e.path, "spec.ratios[0].denominatorRole");
+        assert_eq!(e.message, "\"decode\" is not a role in spec.roles");
     }
 }
