@@ -142,7 +142,7 @@ fn parse_lines<'a>(text: &'a str, mut selector: Option<select::Selector<'_, 'a>>
             continue;
         }
         if let Some(comment) = trimmed.strip_prefix('#') {
-            if comment.trim() == "EOF" {
+            if is_eof(comment) {
                 break;
             }
             parse_comment(comment, &mut page);
@@ -224,6 +224,16 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
             start = end + 1;
             line
         })
+}
+
+/// Whether a comment (the text after `#`) is the end marker `EOF`, whitespace around it
+/// allowed. Every HELP and TYPE line asks, so a line whose first byte after the blanks is
+/// printable and not `E` is refused without trimming it.
+fn is_eof(comment: &str) -> bool {
+    match comment.as_bytes().get(skip_blanks(comment.as_bytes(), 0)) {
+        Some(&b) if b.is_ascii_graphic() && b != b'E' => false,
+        _ => comment.trim() == "EOF",
+    }
 }
 
 /// Reads `# TYPE name kind` and `# HELP name text`: the keyword, the name and the rest are
@@ -622,6 +632,22 @@ mod tests {
             }
             prop_assert_eq!(page.types, oracle.types);
             prop_assert_eq!(page.helps, oracle.helps);
+        }
+
+        /// The end marker is recognised exactly when the trimmed comment is `EOF`, whatever
+        /// whitespace (ASCII or not) surrounds it.
+        #[test]
+        fn the_end_marker_is_the_trimmed_comment(
+            parts in prop::collection::vec(
+                prop::sample::select(vec![
+                    "EOF", "E", "OF", " ", "\t", "\r", "\u{b}", "\u{c}", "\u{3000}", "\u{a0}",
+                    "HELP", "x", "",
+                ]),
+                0..5,
+            )
+        ) {
+            let comment: String = parts.concat();
+            prop_assert_eq!(is_eof(&comment), comment.trim() == "EOF", "{:?}", comment);
         }
     }
 
