@@ -118,35 +118,56 @@ fn div_ceil(a: i128, b: i128) -> i128 {
 impl fmt::Display for Decimal {
     /// Plain decimal notation: `0.1`, `2000`, `-1.5`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sign = if self.nanos < 0 { "-" } else { "" };
+        // Written backwards into a buffer: statuses print many of these every pass, and the
+        // formatting machinery costs several times the digits. Any i128 has at most 39.
+        let mut text = [0u8; 48];
+        let mut at = text.len();
+        let mut put = |byte: u8| {
+            at -= 1;
+            text[at] = byte;
+        };
         let abs = self.nanos.unsigned_abs();
-        let whole = abs / NANOS_PER_UNIT as u128;
-        // Below 10⁹, so it fits; statuses print many of these, so no allocation.
-        let frac = (abs % NANOS_PER_UNIT as u128) as u32;
-        // Whole parts past u64 are rare, and u64 prints faster than u128.
-        match u64::try_from(whole) {
-            Ok(whole) => write_decimal(f, sign, whole, frac),
-            Err(_) => write_decimal(f, sign, whole, frac),
+        // The fraction without its trailing zeros.
+        let mut nanos = (abs % NANOS_PER_UNIT as u128) as u32;
+        if nanos != 0 {
+            let mut places = 9;
+            while nanos.is_multiple_of(10) {
+                nanos /= 10;
+                places -= 1;
+            }
+            for _ in 0..places {
+                put(b'0' + (nanos % 10) as u8);
+                nanos /= 10;
+            }
+            put(b'.');
         }
+        let whole = abs / NANOS_PER_UNIT as u128;
+        // Whole parts past u64 are rare, and u64 divides faster than u128.
+        match u64::try_from(whole) {
+            Ok(mut whole) => loop {
+                put(b'0' + (whole % 10) as u8);
+                whole /= 10;
+                if whole == 0 {
+                    break;
+                }
+            },
+            Err(_) => {
+                let mut whole = whole;
+                loop {
+                    put(b'0' + (whole % 10) as u8);
+                    whole /= 10;
+                    if whole == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        if self.nanos < 0 {
+            put(b'-');
+        }
+        // Only ASCII digits, '.' and '-' were written.
+        f.write_str(std::str::from_utf8(&text[at..]).map_err(|_| fmt::Error)?)
     }
-}
-
-/// `sign whole[.fraction]`, the fraction (nanos) without its trailing zeros.
-fn write_decimal(
-    f: &mut fmt::Formatter<'_>,
-    sign: &str,
-    whole: impl fmt::Display,
-    mut nanos: u32,
-) -> fmt::Result {
-    if nanos == 0 {
-        return write!(f, "{sign}{whole}");
-    }
-    let mut width = 9;
-    while nanos.is_multiple_of(10) {
-        nanos /= 10;
-        width -= 1;
-    }
-    write!(f, "{sign}{whole}.{nanos:0width$}")
 }
 
 /// Why a quantity could not be parsed. Messages complete the sentence "the quantity …".
