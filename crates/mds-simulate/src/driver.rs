@@ -202,10 +202,14 @@ impl Simulation {
         }
         for role in &self.completing_roles {
             let total = self.world.unserved(&self.deployment, role).requests;
-            let seen = self
-                .unrouted_seen
-                .insert(role.clone(), total)
-                .unwrap_or(0.0);
+            // In place: a tick would otherwise copy the role's name.
+            let seen = match self.unrouted_seen.get_mut(role) {
+                Some(seen) => std::mem::replace(seen, total),
+                None => {
+                    self.unrouted_seen.insert(role.clone(), total);
+                    0.0
+                }
+            };
             self.recorder.fluid_unrouted(t0, total - seen);
         }
     }

@@ -534,11 +534,14 @@ fn close(
 
 /// Weighted nearest-rank percentiles.
 fn percentiles(samples: &[(f64, f64)]) -> Percentiles {
-    let mut sorted: Vec<(f64, f64)> = samples
-        .iter()
-        .copied()
-        .filter(|(v, w)| v.is_finite() && *w > 0.0)
-        .collect();
+    // Nearly every sample is kept: one allocation instead of a filter's doublings.
+    let mut sorted: Vec<(f64, f64)> = Vec::with_capacity(samples.len());
+    sorted.extend(
+        samples
+            .iter()
+            .copied()
+            .filter(|(v, w)| v.is_finite() && *w > 0.0),
+    );
     if sorted.is_empty() {
         return Percentiles::default();
     }
