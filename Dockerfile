@@ -6,7 +6,7 @@
 
 # Build: Alpine's Rust targets musl and links statically by default.
 FROM rust:1.95-alpine AS build
-# ring (TLS) compiles C and assembly.
+# ring (TLS) and mimalloc (the allocator) compile C; ring assembly too.
 RUN apk add --no-cache musl-dev
 WORKDIR /src
 COPY . .

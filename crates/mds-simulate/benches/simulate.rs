@@ -21,6 +21,10 @@ use mds_simulate::run::{EngineModel, RunOptions, run, run_with};
 use mds_testdata::{mk_role, mk_scaler, mk_target};
 use serde_json::json;
 
+/// The allocator the `mds` binary runs with, so the bench times what users run.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const TRACE: &str = include_str!("../../../data/traces/azure-2023-conv.csv");
 
 fn scaler() -> mds_api::ModelDeploymentScaler {

@@ -142,6 +142,14 @@ enum Command {
     Lab(commands::lab::Args),
 }
 
+/// mimalloc rather than the C library's allocator (glibc's, or musl's in the image): a pass
+/// and a simulated scrape allocate many small short-lived values, which it serves faster. The
+/// controller's CPU per pass fell 4 % at 100 scalers and 22 % at 1,000 at the same steady
+/// memory there (10 MiB more at 100); the simulator runs 1.17 times faster
+/// (docs/PERFORMANCE.md, "The allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
