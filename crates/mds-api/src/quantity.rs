@@ -141,25 +141,19 @@ impl fmt::Display for Decimal {
             }
             put(b'.');
         }
-        let whole = abs / NANOS_PER_UNIT as u128;
-        // Whole parts past u64 are rare, and u64 divides faster than u128.
-        match u64::try_from(whole) {
-            Ok(mut whole) => loop {
-                put(b'0' + (whole % 10) as u8);
-                whole /= 10;
-                if whole == 0 {
-                    break;
-                }
-            },
-            Err(_) => {
-                let mut whole = whole;
-                loop {
-                    put(b'0' + (whole % 10) as u8);
-                    whole /= 10;
-                    if whole == 0 {
-                        break;
-                    }
-                }
+        // The whole part from its last digit: any past u64's range (rare) in u128, the rest
+        // in u64, which divides faster.
+        let mut whole = abs / NANOS_PER_UNIT as u128;
+        while whole > u128::from(u64::MAX) {
+            put(b'0' + (whole % 10) as u8);
+            whole /= 10;
+        }
+        let mut whole = whole as u64;
+        loop {
+            put(b'0' + (whole % 10) as u8);
+            whole /= 10;
+            if whole == 0 {
+                break;
             }
         }
         if self.nanos < 0 {
