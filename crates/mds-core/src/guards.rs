@@ -221,6 +221,33 @@ fn stuck_retirement(
     words
 }
 
+/// D32: whether the latency read now predates our last growth of the role: its replicas have
+/// all been ready for less than the p95 the guard reads (`latency_ms`; TTFT for Prefill, ITL
+/// for Decode, the larger for Server). A reading of L describes requests that arrived L before
+/// it, so its slow requests queued before the replicas were there (D32's "the requests
+/// finishing now queued before the last replicas arrived"), and it cannot say whether that
+/// growth lowered the breach: the guard does not judge the growth on it. Judged one interval
+/// after ready, a start-up backlog's 80 to 160 s TTFT made two growths look futile and
+/// stalled the guard for the hour at 6 replicas and 15x (29 % attained, where the maximum
+/// of 24 attains 56 %; docs/PERFORMANCE.md). This defers a judgement and never holds a
+/// replica: growth goes on as D13 and D32 allow.
+pub(crate) fn readings_predate_growth(
+    memory: Option<&RoleState>,
+    latency_ms: Option<f64>,
+    now: Timestamp,
+) -> bool {
+    let Some(memory) = memory.filter(|m| m.last_growth.is_some()) else {
+        return false;
+    };
+    let Some(ready_at) = memory.growth_ready_at else {
+        // Still starting: in flight (D13), so not judged anyway.
+        return false;
+    };
+    latency_ms
+        .filter(|ms| ms.is_finite() && *ms > 0.0)
+        .is_some_and(|ms| now.duration_since(ready_at).as_secs_f64() * 1000.0 < ms)
+}
+
 /// D13, D32: our own growth of `role` is in flight while an ordinal our last growth commit
 /// added to it is not ready and that commit is younger than `pendingTimeoutSeconds`, and then
 /// until one full sampling interval of readings that include the added replicas is in: from

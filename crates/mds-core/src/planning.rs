@@ -8,11 +8,12 @@ use mds_api::target::RoleKind;
 use mds_planner::{Guards, PlanInput, PlannerState, Policy, Reason, RoleInput};
 
 use crate::conditions::BLOCKED;
-use crate::guards::growth_in_flight;
+use crate::guards::{growth_in_flight, readings_predate_growth};
 use crate::pass::Pass;
 use crate::protocol;
 use crate::view::View;
 use crate::{Input, Memory, Write, WriteKind};
+use mds_planner::algorithms::guard_latency_milliseconds;
 
 /// Builds the policy, restores memory, plans, and fills the role statuses. `None` when the
 /// spec cannot be planned on this target (`Blocked` says why).
@@ -74,6 +75,14 @@ pub(crate) fn plan(
                 view.target,
                 &r.name,
                 waits,
+                input.now,
+            ),
+            readings_predate_growth: readings_predate_growth(
+                planner.roles.get(&r.name),
+                input
+                    .observations
+                    .get(&r.name)
+                    .and_then(|o| guard_latency_milliseconds(&r.kind, o)),
                 input.now,
             ),
             growth_backoff: backoff.contains(&r.name),

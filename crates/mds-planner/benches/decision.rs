@@ -93,18 +93,21 @@ fn measure(label: &str, policy: &Policy) {
             current: 6,
             observation: Some(observation(0.0, 0.0)),
             growth_in_flight: false,
+            readings_predate_growth: false,
             growth_backoff: false,
         },
         RoleInput {
             current: 12,
             observation: Some(observation(26_000.0, 0.0)),
             growth_in_flight: false,
+            readings_predate_growth: false,
             growth_backoff: false,
         },
         RoleInput {
             current: 12,
             observation: Some(observation(0.0, 11_500.0)),
             growth_in_flight: false,
+            readings_predate_growth: false,
             growth_backoff: false,
         },
     ];

@@ -58,6 +58,8 @@ pub struct RoleView<'a> {
     /// Ordinals our last growth commit added to this role are not ready yet and that commit
     /// is younger than `pendingTimeoutSeconds` (D13).
     pub growth_in_flight: bool,
+    /// The latency read now predates our last growth (see [`crate::RoleInput`]).
+    pub readings_predate_growth: bool,
     /// When the observation was sampled: the pass's time, or earlier when the pass reuses
     /// the last sampling. Demand and the predictor record a sampling once, at this time.
     pub observed_at: Timestamp,
@@ -226,6 +228,30 @@ struct Reading {
     observations: Option<f64>,
 }
 
+/// Which of `[ttft, itl]` the latency guard checks for `kind` (D13): TTFT for Prefill, ITL
+/// for Decode, both for Server, none for other kinds.
+fn checked_readings(kind: &RoleKind) -> &'static [usize] {
+    match kind {
+        RoleKind::Prefill => &[0],
+        RoleKind::Decode => &[1],
+        RoleKind::Server => &[0, 1],
+        _ => &[],
+    }
+}
+
+/// The largest p95, in milliseconds, among the readings the latency guard checks for `kind`
+/// (D13). A reading of L milliseconds describes requests that arrived at least L before it
+/// was taken, so it tells what replicas added since then did only once that much has passed
+/// (D32: `mds_core` judges a growth by it).
+pub fn guard_latency_milliseconds(kind: &RoleKind, o: &RoleObservation) -> Option<f64> {
+    let readings = [o.ttft_milliseconds, o.itl_milliseconds];
+    checked_readings(kind)
+        .iter()
+        .filter_map(|&i| readings[i])
+        .filter(|ms| ms.is_finite())
+        .reduce(f64::max)
+}
+
 /// The relative latency breach of a role (D13): the larger of the readings its kind checks
 /// that are present; a count of observations that is unknown counts as enough (D32).
 fn latency_breach(kind: &RoleKind, o: &RoleObservation, token: &TokenPolicy) -> Breach {
@@ -249,13 +275,9 @@ fn latency_breach(kind: &RoleKind, o: &RoleObservation, token: &TokenPolicy) -> 
         token.itl_target_ms,
         o.itl_observations,
     );
-    let checked: &[Option<Reading>] = match kind {
-        RoleKind::Prefill => &[ttft],
-        RoleKind::Decode => &[itl],
-        RoleKind::Server => &[ttft, itl],
-        _ => &[],
-    };
-    let present = || checked.iter().flatten().copied();
+    let readings = [ttft, itl];
+    let checked = checked_readings(kind).iter().map(|&i| readings[i]);
+    let present = || checked.clone().flatten();
     // A count that is not a number is no count of enough observations.
     let thin = |r: &Reading| {
         r.observations
@@ -276,7 +298,7 @@ fn latency_breach(kind: &RoleKind, o: &RoleObservation, token: &TokenPolicy) -> 
             .filter(|r| thin(r) && r.breach > GUARD_GROWTH_BREACH)
             .filter_map(|r| r.observations)
             .reduce(f64::min),
-        missing: checked.iter().any(Option::is_none),
+        missing: checked.clone().any(|r| r.is_none()),
     }
 }
 
@@ -303,7 +325,8 @@ fn latency_guard(
     guard.asked = None;
     guard.asked_reading = None;
     // Judged on solid readings only, once our last growth is measured.
-    let stalled = guard.judge(b.solid, !role.growth_in_flight);
+    let measured = !role.growth_in_flight && !role.readings_predate_growth;
+    let stalled = guard.judge(b.solid, measured);
     if let Some(worst) = b
         .worst
         .filter(|_| b.solid.is_some_and(|s| s > GUARD_GROWTH_BREACH))

@@ -27,6 +27,10 @@ pub struct RoleInput {
     /// is younger than `pendingTimeoutSeconds`: the latency guard and Predictive's extra
     /// replica hold instead of compounding (D13).
     pub growth_in_flight: bool,
+    /// Our last growth's replicas have been ready for less than the p95 latency read now, so
+    /// the reading's slow requests queued before them: the latency guard does not judge that
+    /// growth on it (D32).
+    pub readings_predate_growth: bool,
     /// A rolled-back cohort grew this role, or a role on its instanceType, recently: its
     /// regrowth waits (D29).
     pub growth_backoff: bool,
@@ -178,6 +182,7 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
             current: input.roles[i].current,
             observation: input.roles[i].observation.as_ref(),
             growth_in_flight: input.roles[i].growth_in_flight,
+            readings_predate_growth: input.roles[i].readings_predate_growth,
             observed_at: input.observed_at,
         };
         let memory = state.roles.entry(role.name.clone()).or_default();

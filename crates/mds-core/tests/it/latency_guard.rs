@@ -133,6 +133,46 @@ fn the_guard_waits_one_interval_after_its_replicas_are_ready() {
     assert_eq!(reason(&o), "LatencyGuardScaleUp");
 }
 
+/// Grows from 2 as `two_futile_growths` does, every reading at `itl_ms` and `ttft_ms`, for
+/// `growths` guard growths, each measured one interval after its replica is ready; returns
+/// the replica count and the last pass.
+fn guard_growths(w: &mut World, growths: i32, itl_ms: f64, ttft_ms: f64) -> (i32, Outcome) {
+    w.observe("server", reading(2, itl_ms, ttft_ms));
+    w.pass(); // bind
+    let mut o = step(w);
+    for _ in 0..growths {
+        let grown = w.replicas()["server"];
+        admit_only(w, grown);
+        step(w);
+        settle(w);
+        w.observe("server", reading(grown as u32, itl_ms, ttft_ms));
+        step(w);
+        o = step(w);
+    }
+    (w.replicas()["server"], o)
+}
+
+#[test]
+fn a_growth_is_not_judged_on_readings_of_requests_that_queued_before_it() {
+    // D32: a TTFT p95 of 40 s (80x) describes requests that arrived 40 s before the reading.
+    // One interval after the added replica is ready, those requests queued before it was
+    // there, so the reading cannot say whether the growth lowered the breach. Judged on such
+    // readings, a start-up backlog made two growths look futile and stalled the guard for an
+    // hour at a quarter of the demand (the long-prompt conversation trace, docs/PERFORMANCE.md).
+    let mut w = server_world(2);
+    let (count, o) = guard_growths(&mut w, 3, 20.0, 40_000.0);
+    assert_eq!(count, 6, "{}", note(&o));
+    assert_eq!(reason(&o), "LatencyGuardScaleUp", "{}", note(&o));
+    assert!(!note(&o).contains("did not lower latency"), "{}", note(&o));
+    // The same growths on readings shorter than the interval are judged as before: two that
+    // left a 9 s p95 (18x) where it was stall the guard at 4.
+    let mut w = server_world(2);
+    let (count, o) = guard_growths(&mut w, 3, 20.0, 9_000.0);
+    assert_eq!(count, 4, "{}", note(&o));
+    assert_eq!(reason(&o), "LatencyGuardHold");
+    assert!(note(&o).contains("did not lower latency"), "{}", note(&o));
+}
+
 #[test]
 fn two_guard_growths_that_did_not_lower_the_breach_stop_the_guard() {
     let mut w = server_world(2);

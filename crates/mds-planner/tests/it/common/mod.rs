@@ -103,6 +103,7 @@ impl World {
                 current,
                 observation: o.clone(),
                 growth_in_flight: self.growth_in_flight[i],
+                readings_predate_growth: false,
                 growth_backoff: self.growth_backoff[i],
             })
             .collect();
