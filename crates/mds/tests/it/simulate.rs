@@ -391,15 +391,27 @@ const EVERY_PEER: &[&str] = &[
     "static-peak ",
 ];
 
-/// The table row of `policy`, split into its columns.
+/// The table row of `policy`, split into its columns; a policy whose results equal an earlier
+/// row's is listed under it (`= hpa, … (the same results)`) and reads that row.
 fn row<'a>(stdout: &'a str, policy: &str) -> Vec<&'a str> {
-    stdout
-        .lines()
-        .filter(|l| l.starts_with("  "))
-        .map(str::split_whitespace)
-        .map(Iterator::collect::<Vec<_>>)
-        .find(|cols| cols.first() == Some(&policy))
-        .unwrap_or_else(|| panic!("no row {policy:?} in:\n{stdout}"))
+    let mut last_row = None;
+    for line in stdout.lines().filter(|l| l.starts_with("  ")) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if let Some(same) = line.trim_start().strip_prefix("= ") {
+            let names = same.split(" (the same").next().unwrap_or("");
+            if names.split(", ").any(|name| name == policy) {
+                if let Some(found) = last_row {
+                    return found;
+                }
+            }
+            continue;
+        }
+        if cols.first() == Some(&policy) {
+            return cols;
+        }
+        last_row = Some(cols);
+    }
+    panic!("no row {policy:?} in:\n{stdout}")
 }
 
 #[test]
