@@ -56,11 +56,20 @@ const SAMPLE_WITH_PREFIXES: usize = 4000;
 /// of consecutive ones spread evenly over the trace, or one run of up to
 /// [`SAMPLE_WITH_PREFIXES`] when the trace has prefixes (for a decode replica, of the
 /// requests that reach decode).
-fn sample<'t>(trace: &'t Trace, kind: &RoleKind) -> Vec<(usize, &'t TraceRequest)> {
-    let reaching: Vec<(usize, &TraceRequest)> = trace
-        .requests
-        .iter()
-        .enumerate()
+fn sample<'t>(
+    trace: &'t Trace,
+    kind: &RoleKind,
+    subset: Option<&[usize]>,
+) -> Vec<(usize, &'t TraceRequest)> {
+    let all: Vec<(usize, &TraceRequest)> = match subset {
+        Some(ids) => ids
+            .iter()
+            .filter_map(|&i| Some((i, trace.requests.get(i)?)))
+            .collect(),
+        None => trace.requests.iter().enumerate().collect(),
+    };
+    let reaching: Vec<(usize, &TraceRequest)> = all
+        .into_iter()
         .filter(|(_, r)| *kind != RoleKind::Decode || r.output_tokens > 1)
         .collect();
     let prefixes = reaching.iter().any(|(_, r)| r.block_hashes.is_some());
@@ -307,10 +316,12 @@ impl Curves {
 /// Points of the curve: loads from the lightest tried up past where attainment collapses.
 const CURVE_POINTS: usize = 24;
 
-/// The attainment curve of `replicas` replicas of `kind` on `trace`'s mix, graded as
-/// `grader` grades the trace (`None`: the kind serves nothing here).
+/// The attainment curve of `replicas` replicas of `kind` on `trace`'s mix (of the requests
+/// `subset` indexes, when given: one mix group, module `mix`), graded as `grader` grades the
+/// trace (`None`: the kind serves nothing here).
 pub fn curve(
     trace: &Trace,
+    subset: Option<&[usize]>,
     kind: &RoleKind,
     profile: &RequestProfile,
     grader: &Grader,
@@ -320,7 +331,7 @@ pub fn curve(
     if !serves(kind) {
         return None;
     }
-    let sampled = sample(trace, kind);
+    let sampled = sample(trace, kind, subset);
     let served: Vec<&(usize, &TraceRequest)> = sampled
         .iter()
         .filter(|(_, r)| !IdleReplica::refused_by(profile, r))
@@ -395,7 +406,7 @@ mod tests {
         let profile = RequestProfile::llama3_8b_h100_vllm();
         let t = trace(1000, 200, 2000);
         let g = grader(&t, Slo::default());
-        let c = curve(&t, &RoleKind::Server, &profile, &g, 1, 1).unwrap();
+        let c = curve(&t, None, &RoleKind::Server, &profile, &g, 1, 1).unwrap();
         assert_eq!(c.points.len(), CURVE_POINTS);
         assert!(
             c.points
@@ -415,12 +426,12 @@ mod tests {
         assert!((1500.0..10_000.0).contains(&k.tokens_per_second), "{k:?}");
         assert!((k.tokens_per_second - k.requests_per_second * 1200.0).abs() < 1e-6);
         // A measured trial just above the knee misses the goal, one well below meets it.
-        let sampled = sample(&t, &RoleKind::Server);
+        let sampled = sample(&t, &RoleKind::Server, None);
         let rate = k.requests_per_second;
         assert!(trial(&sampled, &RoleKind::Server, &profile, &g, rate * 1.3, 1, 1) < 0.95);
         assert!(trial(&sampled, &RoleKind::Server, &profile, &g, rate * 0.7, 1, 1) >= 0.95);
         // Four replicas behind one router pool their queues: each serves more at the goal.
-        let four = curve(&t, &RoleKind::Server, &profile, &g, 4, 1).unwrap();
+        let four = curve(&t, None, &RoleKind::Server, &profile, &g, 4, 1).unwrap();
         assert!(four.knee(0.95).unwrap().tokens_per_second > k.tokens_per_second);
         let both = Curves {
             by_count: vec![c.clone(), four.clone()],
@@ -439,7 +450,7 @@ mod tests {
                 ..Slo::default()
             },
         );
-        let ct = curve(&t, &RoleKind::Server, &profile, &tight, 1, 1).unwrap();
+        let ct = curve(&t, None, &RoleKind::Server, &profile, &tight, 1, 1).unwrap();
         assert!(ct.knee(0.95).unwrap().tokens_per_second < k.tokens_per_second);
         assert!(c.knee(1.01).is_none());
     }
@@ -467,15 +478,15 @@ mod tests {
         let profile = RequestProfile::llama3_8b_h100_vllm();
         let t = trace(2000, 300, 1500);
         let g = grader(&t, Slo::default());
-        let p = curve(&t, &RoleKind::Prefill, &profile, &g, 1, 1).unwrap();
-        let d = curve(&t, &RoleKind::Decode, &profile, &g, 1, 1).unwrap();
+        let p = curve(&t, None, &RoleKind::Prefill, &profile, &g, 1, 1).unwrap();
+        let d = curve(&t, None, &RoleKind::Decode, &profile, &g, 1, 1).unwrap();
         // A prefill replica's tokens are prompts; a decode replica's, outputs.
         assert_eq!(
             (p.tokens_per_request, d.tokens_per_request),
             (2000.0, 300.0)
         );
         assert!(p.knee(0.95).is_some() && d.knee(0.95).is_some());
-        assert!(curve(&t, &RoleKind::Encode, &profile, &g, 1, 1).is_none());
+        assert!(curve(&t, None, &RoleKind::Encode, &profile, &g, 1, 1).is_none());
         // An ITL objective below one idle decode step is met by no load.
         let impossible = grader(
             &t,
@@ -484,7 +495,7 @@ mod tests {
                 ..Slo::default()
             },
         );
-        let none = curve(&t, &RoleKind::Decode, &profile, &impossible, 1, 1).unwrap();
+        let none = curve(&t, None, &RoleKind::Decode, &profile, &impossible, 1, 1).unwrap();
         assert!(none.knee(0.95).is_none());
     }
 }

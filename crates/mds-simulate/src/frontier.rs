@@ -224,6 +224,8 @@ pub struct Frontier {
     pub unattainable_share: f64,
     /// Each role's attainment against its load per replica, measured on one pinned replica.
     pub curves: BTreeMap<String, Curves>,
+    /// The load's mixes the oracles size windows by (module `mix`): one entry per group.
+    pub mix_groups: Vec<MixGroup>,
     /// Each role's maxReplicas, which bounds every policy.
     pub max_replicas: BTreeMap<String, i32>,
     /// The per-replica targets the factors multiply.
@@ -231,6 +233,35 @@ pub struct Frontier {
     pub policies: Vec<PolicyFrontier>,
     /// Runs made (identical trials run once).
     pub runs: usize,
+}
+
+/// One mix group of the load, as the JSON and the page show it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MixGroup {
+    /// Requests in it.
+    pub requests: usize,
+    /// Its ten-minute windows' starts, seconds.
+    pub windows: Vec<f64>,
+    pub mean_prompt_tokens: f64,
+    pub mean_output_tokens: f64,
+}
+
+/// The groups of `mix` as the frontier reports them.
+pub fn mix_groups(mix: &crate::mix::MixGroups) -> Vec<MixGroup> {
+    (0..mix.members.len())
+        .map(|g| MixGroup {
+            requests: mix.members[g].len(),
+            windows: mix
+                .window_group
+                .iter()
+                .enumerate()
+                .filter(|(_, wg)| **wg == g)
+                .map(|(w, _)| w as f64 * crate::mix::WINDOW_SECONDS)
+                .collect(),
+            mean_prompt_tokens: mix.means[g].0,
+            mean_output_tokens: mix.means[g].1,
+        })
+        .collect()
 }
 
 /// How the search goes.
@@ -387,7 +418,8 @@ pub fn frontier(
     }
     let (scaler, target, trace, options) = (case.scaler, case.target, &case.trace, case.options);
     let targets = compare::targets_for(scaler, target, trace, options)?;
-    let plan = run::curve_plan(scaler, target);
+    let duration = run::run_seconds(trace, options);
+    let plan = run::curve_plan(scaler, target, trace, duration);
     let Searched {
         mut done,
         mut tried,
@@ -395,7 +427,6 @@ pub fn frontier(
     } = search_rounds(case, policies, search, &targets, &plan, progress)?;
     let tuned = tune_row(case, policies, search, &mut tried, &mut done)?;
     let curves = plan.assemble(measured);
-    let duration = run::run_seconds(trace, options);
     measure_at_goal(case, duration, &curves, &mut done);
     let tiers = tier_bounds(case, search, duration, &curves);
     let top = search.grid.factors().last().copied().unwrap_or(1.0);
@@ -430,7 +461,8 @@ pub fn frontier(
         tiers,
         unattainable: grader.unattainable_count() as f64,
         unattainable_share: grader.unattainable_count() as f64 / offered,
-        curves,
+        mix_groups: mix_groups(&curves.mix),
+        curves: curves.whole,
         max_replicas: scaler
             .spec
             .roles
@@ -451,7 +483,7 @@ pub fn frontier(
 fn measure_at_goal(
     case: &Case,
     duration: f64,
-    curves: &BTreeMap<String, Curves>,
+    curves: &run::Measured,
     done: &mut BTreeMap<String, RunReport>,
 ) {
     let (scaler, target, trace, options) = (case.scaler, case.target, &case.trace, case.options);
@@ -475,7 +507,7 @@ fn tier_bounds(
     case: &Case,
     search: &Search,
     duration: f64,
-    curves: &BTreeMap<String, Curves>,
+    curves: &run::Measured,
 ) -> Vec<TierBounds> {
     let (scaler, target, trace, options) = (case.scaler, case.target, &case.trace, case.options);
     search

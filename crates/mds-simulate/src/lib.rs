@@ -15,6 +15,7 @@ pub mod jobs;
 pub mod knee;
 pub mod metrics;
 mod mirror;
+pub mod mix;
 pub mod oracle;
 mod peer_drive;
 pub mod peers;

@@ -24,7 +24,7 @@ use mds_sim::profile::Profile;
 mod bounds;
 
 pub(crate) use bounds::{BIN, bands, role_demands};
-pub use bounds::{CurvePlan, bounds, curve_plan, curves, measure};
+pub use bounds::{CurvePlan, Measured, bounds, curve_plan, curves, measure, whole_curves};
 
 /// Which engine model serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -96,7 +96,8 @@ pub type Ceiling = BTreeMap<String, f64>;
 
 /// The knees `case`'s roles reach at `goal` on the trace's mix (module `capacity`).
 pub fn ceiling(case: &Case, goal: f64, threads: usize) -> Ceiling {
-    let curves = crate::run::curves(case.scaler, case.target, &case.trace, case.options, threads);
+    let curves =
+        crate::run::whole_curves(case.scaler, case.target, &case.trace, case.options, threads);
     let mut out = Ceiling::new();
     for (role, c) in &curves {
         let knee = c.one().and_then(|c| c.knee(goal));

@@ -25,6 +25,40 @@ pub struct Goal<'a> {
     pub total: f64,
 }
 
+/// The curves each bin's attainment is read on: per mix group (module `mix`) each role's
+/// curves, and the group of each bin.
+#[derive(Clone, Debug)]
+pub struct BinCurves<'a> {
+    /// Per group, per role (`None`: the role's kind serves nothing).
+    pub groups: Vec<Vec<Option<&'a Curves>>>,
+    /// The group of each bin; bins past its end read the last one's.
+    pub bin_group: Vec<usize>,
+}
+
+impl<'a> BinCurves<'a> {
+    /// The same curves for every bin.
+    pub fn one(curves: Vec<Option<&'a Curves>>) -> BinCurves<'a> {
+        BinCurves {
+            groups: vec![curves],
+            bin_group: Vec::new(),
+        }
+    }
+
+    /// Each role's curves in bin `b`.
+    pub fn of_bin(&self, b: usize) -> &[Option<&'a Curves>] {
+        let g = self
+            .bin_group
+            .get(b)
+            .or(self.bin_group.last())
+            .copied()
+            .unwrap_or(0);
+        self.groups
+            .get(g)
+            .or(self.groups.first())
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
 /// One bin's choices: each feasible vector with its GPU-seconds and requests attained.
 struct Choices {
     vectors: Vec<(Vec<i32>, f64, f64)>,
@@ -68,7 +102,7 @@ fn vectors(ranges: &[(i32, i32)]) -> Vec<Vec<i32>> {
 /// bands and budget reaches it), per role per bin.
 pub fn needs(
     roles: &[RoleDemand],
-    curves: &[Option<&Curves>],
+    curves: &BinCurves,
     bands: &[Band],
     budget: Option<u32>,
     bin_seconds: f64,
@@ -85,6 +119,7 @@ pub fn needs(
                 .iter()
                 .map(|r| r.tokens_per_second.get(b).copied().unwrap_or(0.0))
                 .collect();
+            let curves = curves.of_bin(b);
             let ranges: Vec<(i32, i32)> = roles
                 .iter()
                 .zip(curves)
@@ -244,7 +279,7 @@ mod tests {
                 total: weights.iter().sum(),
             };
             let r = role(&demand);
-            let needs = needs(&[r], &[Some(&c)], &[], None, 1.0, goal).unwrap();
+            let needs = needs(&[r], &BinCurves::one(vec![Some(&c)]), &[], None, 1.0, goal).unwrap();
             let cost: f64 = needs[0].iter().map(|&n| f64::from(n)).sum();
             let oracle = brute_force(&demand, &weights, tier);
             // The relaxation's pick reaches the tier at most one bin's replica above the optimum.
@@ -260,7 +295,15 @@ mod tests {
             total: weights.iter().sum(),
         };
         assert_eq!(
-            needs(&[role(&demand)], &[Some(&c)], &[], None, 1.0, goal).unwrap()[0],
+            needs(
+                &[role(&demand)],
+                &BinCurves::one(vec![Some(&c)]),
+                &[],
+                None,
+                1.0,
+                goal
+            )
+            .unwrap()[0],
             vec![1, 2, 3, 4]
         );
     }
@@ -276,13 +319,23 @@ mod tests {
         };
         let mut r = role(&[1000.0]);
         r.max = 2;
-        assert!(needs(&[r], &[Some(&c)], &[], None, 1.0, goal).is_none());
+        assert!(needs(&[r], &BinCurves::one(vec![Some(&c)]), &[], None, 1.0, goal).is_none());
         // Unattainable requests count in the total: 90 % of 20 when only 10 can attain.
         let goal = Goal {
             tier: 0.9,
             attainable: &weights,
             total: 20.0,
         };
-        assert!(needs(&[role(&[50.0])], &[Some(&c)], &[], None, 1.0, goal).is_none());
+        assert!(
+            needs(
+                &[role(&[50.0])],
+                &BinCurves::one(vec![Some(&c)]),
+                &[],
+                None,
+                1.0,
+                goal
+            )
+            .is_none()
+        );
     }
 }

@@ -33,8 +33,7 @@ use mds_api::target::RoleKind;
 use mds_sim::load::Trace;
 use serde::Serialize;
 
-use crate::capacity::Curves;
-pub use cheapest::Goal;
+pub use cheapest::{BinCurves, Goal};
 
 /// One role's demand and what it may have.
 #[derive(Clone, Debug, PartialEq)]
@@ -277,7 +276,7 @@ pub fn joint(
 /// keeps them as the module documentation says.
 pub fn oracles(
     roles: &[RoleDemand],
-    curves: &[Option<&Curves>],
+    curves: &BinCurves,
     bands: &[Band],
     budget: Option<u32>,
     bin_seconds: f64,

@@ -10,20 +10,38 @@ use mds_sim::load::Trace;
 
 use super::{Bounds, RunOptions, RunReport, grader, policy_of};
 use crate::capacity::{COUNTS, Curve, Curves, Knee};
+use crate::mix::MixGroups;
 use crate::oracle::{self, Band, Goal, RoleDemand};
 use crate::slo::Grader;
 
 /// The curves a run's roles need: per role kind that serves requests, each count of
-/// replicas in [`COUNTS`] up to the largest maximum of the roles of that kind.
+/// replicas in [`COUNTS`] up to the largest maximum of the roles of that kind, on the whole
+/// load's mix and, when its mix shifts (module `mix`), on each group's.
 pub struct CurvePlan {
     /// Roles by kind.
     roles: BTreeMap<String, (RoleKind, Vec<String>)>,
-    /// (kind, replicas) to measure.
-    pub measure: Vec<(RoleKind, u32)>,
+    /// The load's mix groups.
+    pub mix: MixGroups,
+    /// (a mix group, or `None` for the whole load; kind; replicas) to measure.
+    pub measure: Vec<(Option<usize>, RoleKind, u32)>,
 }
 
-/// What [`curves`] measures for the scaler's roles.
-pub fn curve_plan(scaler: &ModelDeploymentScaler, target: &ModelDeployment) -> CurvePlan {
+/// Each role's curves on the whole load's mix (for the knees) and on each mix group's (for
+/// the oracles; empty when the load has one mix).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    pub whole: BTreeMap<String, Curves>,
+    pub groups: Vec<BTreeMap<String, Curves>>,
+    pub mix: MixGroups,
+}
+
+/// What [`curves`] measures for the scaler's roles on `trace` over `duration` seconds.
+pub fn curve_plan(
+    scaler: &ModelDeploymentScaler,
+    target: &ModelDeployment,
+    trace: &Trace,
+    duration: f64,
+) -> CurvePlan {
     let mut roles: BTreeMap<String, (RoleKind, Vec<String>)> = BTreeMap::new();
     let mut most: BTreeMap<String, i32> = BTreeMap::new();
     if let Ok(policy) = policy_of(scaler, target) {
@@ -38,7 +56,7 @@ pub fn curve_plan(scaler: &ModelDeploymentScaler, target: &ModelDeployment) -> C
             *m = (*m).max(role.max);
         }
     }
-    let measure = roles
+    let per_kind: Vec<(RoleKind, u32)> = roles
         .iter()
         .flat_map(|(name, (kind, _))| {
             let most = most.get(name).copied().unwrap_or(1).max(1) as u32;
@@ -51,7 +69,23 @@ pub fn curve_plan(scaler: &ModelDeploymentScaler, target: &ModelDeployment) -> C
             counts.into_iter().map(move |n| (kind.clone(), n))
         })
         .collect();
-    CurvePlan { roles, measure }
+    let mix = MixGroups::of(trace, duration);
+    let groups: Vec<Option<usize>> = if mix.is_single() {
+        vec![None]
+    } else {
+        std::iter::once(None)
+            .chain((0..mix.members.len()).map(Some))
+            .collect()
+    };
+    let measure = groups
+        .iter()
+        .flat_map(|g| per_kind.iter().map(move |(k, n)| (*g, k.clone(), *n)))
+        .collect();
+    CurvePlan {
+        roles,
+        mix,
+        measure,
+    }
 }
 
 impl CurvePlan {
@@ -63,9 +97,10 @@ impl CurvePlan {
         trace: &Trace,
         options: &RunOptions,
     ) -> Option<Curve> {
-        let (kind, replicas) = self.measure.get(index)?;
+        let (group, kind, replicas) = self.measure.get(index)?;
         crate::capacity::curve(
             trace,
+            group.map(|g| self.mix.members[g].as_slice()),
             kind,
             &options.profile.request,
             &grader(target, trace, options),
@@ -75,39 +110,90 @@ impl CurvePlan {
     }
 
     /// Each role's curves from the plan's measurements, in its order.
-    pub fn assemble(&self, measured: Vec<Option<Curve>>) -> BTreeMap<String, Curves> {
-        let mut by_kind: BTreeMap<String, Vec<Curve>> = BTreeMap::new();
-        for ((kind, _), curve) in self.measure.iter().zip(measured) {
+    pub fn assemble(&self, measured: Vec<Option<Curve>>) -> Measured {
+        // (group, kind) -> curves by count.
+        let mut by: BTreeMap<(Option<usize>, String), Vec<Curve>> = BTreeMap::new();
+        for ((group, kind, _), curve) in self.measure.iter().zip(measured) {
             if let Some(c) = curve {
-                by_kind
-                    .entry(kind.as_str().to_string())
+                by.entry((*group, kind.as_str().to_string()))
                     .or_default()
                     .push(c);
             }
         }
-        self.roles
-            .iter()
-            .filter_map(|(kind, (_, names))| {
-                let curves = Curves {
-                    by_count: by_kind.get(kind)?.clone(),
-                };
-                Some(names.iter().map(move |n| (n.clone(), curves.clone())))
-            })
-            .flatten()
-            .collect()
+        let of_group = |group: Option<usize>| -> BTreeMap<String, Curves> {
+            self.roles
+                .iter()
+                .filter_map(|(kind, (_, names))| {
+                    let curves = Curves {
+                        by_count: by.get(&(group, kind.clone()))?.clone(),
+                    };
+                    Some(names.iter().map(move |n| (n.clone(), curves.clone())))
+                })
+                .flatten()
+                .collect()
+        };
+        let groups = if self.mix.is_single() {
+            Vec::new()
+        } else {
+            (0..self.mix.members.len())
+                .map(|g| of_group(Some(g)))
+                .collect()
+        };
+        Measured {
+            whole: of_group(None),
+            groups,
+            mix: self.mix.clone(),
+        }
+    }
+}
+
+impl CurvePlan {
+    /// The plan without the mix groups' curves: the whole load's only (for the knees).
+    pub fn whole_only(mut self) -> CurvePlan {
+        self.measure.retain(|(group, _, _)| group.is_none());
+        self.mix = MixGroups::single(&self.mix);
+        self
     }
 }
 
 /// Each role's attainment curves on `trace` (module `capacity`), for the roles the scaler
-/// bounds whose kind serves requests, measured `threads` at a time.
+/// bounds whose kind serves requests, measured `threads` at a time; on each mix group's
+/// requests too unless `whole_only`.
 pub fn curves(
     scaler: &ModelDeploymentScaler,
     target: &ModelDeployment,
     trace: &Trace,
     options: &RunOptions,
     threads: usize,
+) -> Measured {
+    measure_plan(
+        curve_plan(scaler, target, trace, super::run_seconds(trace, options)),
+        target,
+        trace,
+        options,
+        threads,
+    )
+}
+
+/// Each role's curves on the whole load's mix only (for the knees).
+pub fn whole_curves(
+    scaler: &ModelDeploymentScaler,
+    target: &ModelDeployment,
+    trace: &Trace,
+    options: &RunOptions,
+    threads: usize,
 ) -> BTreeMap<String, Curves> {
-    let plan = curve_plan(scaler, target);
+    let plan = curve_plan(scaler, target, trace, super::run_seconds(trace, options));
+    measure_plan(plan.whole_only(), target, trace, options, threads).whole
+}
+
+fn measure_plan(
+    plan: CurvePlan,
+    target: &ModelDeployment,
+    trace: &Trace,
+    options: &RunOptions,
+    threads: usize,
+) -> Measured {
     let jobs: Vec<crate::jobs::Job<'_, Option<Curve>>> = (0..plan.measure.len())
         .map(|i| {
             let plan = &plan;
@@ -138,10 +224,11 @@ pub fn bounds(
     trace: &Trace,
     options: &RunOptions,
     duration: f64,
-    curves: &BTreeMap<String, Curves>,
+    measured: &Measured,
     goal: f64,
 ) -> Option<Bounds> {
     let policy = policy_of(scaler, target).ok()?;
+    let curves = &measured.whole;
     if curves.is_empty() {
         return None;
     }
@@ -175,8 +262,22 @@ pub fn bounds(
         ORACLE_BIN,
     );
     let roles: Vec<RoleDemand> = demands.iter().map(|(_, d)| d.clone()).collect();
-    let role_curves: Vec<Option<&Curves>> =
-        demands.iter().map(|(role, _)| curves.get(role)).collect();
+    // Each bin on the curves of its own mix (module `mix`), or of the whole load's.
+    let role_curves = if measured.groups.is_empty() {
+        oracle::BinCurves::one(of_roles(&demands, curves))
+    } else {
+        let bins = roles.first().map_or(0, |r| r.tokens_per_second.len());
+        oracle::BinCurves {
+            groups: measured
+                .groups
+                .iter()
+                .map(|set| of_roles(&demands, set))
+                .collect(),
+            bin_group: (0..bins)
+                .map(|b| measured.mix.group_at((b as f64 + 0.5) * ORACLE_BIN))
+                .collect(),
+        }
+    };
     let grader = grader(target, trace, options);
     let attainable = attainable_per_bin(&grader, trace, duration, ORACLE_BIN);
     let oracles = oracle::oracles(
@@ -211,6 +312,14 @@ pub fn bounds(
         oracle_a_gpu_hours: oracles.as_ref().map(|(a, _)| hours(a, ORACLE_BIN)),
         oracle_b_gpu_hours: oracles.as_ref().map(|(_, b)| hours(b, ORACLE_BIN)),
     })
+}
+
+/// The curves of each role of `demands`, in its order, from `set`.
+fn of_roles<'c>(
+    demands: &[(String, RoleDemand)],
+    set: &'c BTreeMap<String, Curves>,
+) -> Vec<Option<&'c Curves>> {
+    demands.iter().map(|(role, _)| set.get(role)).collect()
 }
 
 /// Fills in `report`'s metrics, each role's capacity its knee in `report.bounds`.
