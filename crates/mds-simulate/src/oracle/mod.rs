@@ -25,7 +25,8 @@
 //! The oracles a run is measured against ([`oracles`]) size each bin from the engine's own
 //! attainment curve instead (module `cheapest`): the fewest replicas per bin that reach an
 //! attainment tier over the whole trace. Oracle A holds exactly those; Oracle B starts and
-//! keeps them as above.
+//! keeps them as above. There a floor above the budget is lowered to what the budget admits,
+//! since the world runs only the replicas its queue admits.
 
 pub mod cheapest;
 
@@ -283,6 +284,7 @@ pub fn oracles(
     cold_start_seconds: f64,
     goal: Goal,
 ) -> Option<(Vec<Bound>, Vec<Bound>)> {
+    let roles = &admitted(roles, budget);
     let needs = cheapest::needs(roles, curves, bands, budget, bin_seconds, goal)?;
     Some((
         roles
@@ -304,6 +306,27 @@ const SLACK: f64 = 1e-9;
 pub(crate) fn in_band(band: &Band, v: &[i32]) -> bool {
     let (n, d) = (f64::from(v[band.numerator]), f64::from(v[band.denominator]));
     band.min.is_none_or(|lo| n + SLACK >= lo * d) && band.max.is_none_or(|hi| n <= hi * d + SLACK)
+}
+
+/// `roles` with their minimums lowered to what `budget` admits: a floor above the quota
+/// runs only the replicas the queue admits, so a bound may not hold the floor there. One
+/// role keeps as many as fit (at least one); with several, which role the queue admits
+/// first depends on the order they were created in, so each may fall to one.
+fn admitted(roles: &[RoleDemand], budget: Option<u32>) -> Vec<RoleDemand> {
+    let mut roles = roles.to_vec();
+    let floor: Vec<i32> = roles.iter().map(|r| r.min).collect();
+    let Some(budget) = budget.filter(|&g| gpus(&roles, &floor) > u64::from(g)) else {
+        return roles;
+    };
+    if let [role] = roles.as_mut_slice() {
+        let fit = budget / role.gpus_per_replica.max(1);
+        role.min = role.min.min(i32::try_from(fit).unwrap_or(i32::MAX)).max(1);
+    } else {
+        for role in &mut roles {
+            role.min = role.min.min(1);
+        }
+    }
+    roles
 }
 
 pub(crate) fn gpus(roles: &[RoleDemand], v: &[i32]) -> u64 {
@@ -449,6 +472,34 @@ mod tests {
         needed[19..25].fill(2);
         let b = oracle_b(&role(&needed), 10.0, 60.0);
         assert_eq!(seconds(&b), 400.0 + (50.0 + 50.0) + (60.0 + 60.0));
+    }
+
+    /// Issue 45: a floor of three replicas under a two-GPU quota runs two (the queue admits
+    /// no more), and two serve the load; the bound may not say nothing reaches the tier.
+    #[test]
+    fn a_floor_above_the_budget_is_bounded_at_what_the_budget_admits() {
+        let c = crate::capacity::Curves {
+            by_count: vec![crate::capacity::Curve {
+                replicas: 1,
+                points: vec![(1.0, 1.0), (100.0, 1.0), (200.0, 0.0)],
+                tokens_per_request: 10.0,
+            }],
+        };
+        let mut r = role(&[1, 1, 1]);
+        r.min = 3;
+        let weights = [10.0; 3];
+        let goal = Goal {
+            tier: 0.99,
+            attainable: &weights,
+            total: 30.0,
+        };
+        let curves = BinCurves::one(vec![Some(&c)]);
+        let (a, _) = oracles(&[r.clone()], &curves, &[], Some(2), 10.0, 0.0, goal)
+            .expect("two admitted replicas reach the tier");
+        assert_eq!(a[0].replicas, vec![2, 2, 2]);
+        // Without a budget the floor holds.
+        let (a, _) = oracles(&[r], &curves, &[], None, 10.0, 0.0, goal).unwrap();
+        assert_eq!(a[0].replicas, vec![3, 3, 3]);
     }
 
     #[test]

@@ -391,12 +391,11 @@ pub(crate) fn role_demands(
         .roles
         .iter()
         .map(|role| {
-            let size = target
-                .spec
-                .roles
-                .iter()
-                .find(|r| r.name == role.name)
-                .map_or(1, |r| r.size().clamp(1, 64) as u32);
+            let on_target = target.spec.roles.iter().find(|r| r.name == role.name);
+            let size = on_target.map_or(1, |r| r.size().clamp(1, 64) as u32);
+            // A count the target starts outside the bounds stays there (BoundsConflict holds
+            // our plan until a person moves one or the other), so a bound must allow it.
+            let initial = on_target.map_or(role.min, |r| r.replicas().max(1));
             let capacity = capacities.get(&role.name).copied();
             let demand = RoleDemand {
                 tokens_per_second: match capacity {
@@ -404,8 +403,8 @@ pub(crate) fn role_demands(
                     None => vec![0.0; (duration / bin).ceil().max(1.0) as usize],
                 },
                 capacity: capacity.unwrap_or(1.0),
-                min: role.min,
-                max: role.max,
+                min: role.min.min(initial),
+                max: role.max.max(initial),
                 gpus_per_replica: size * options.profile.gpus_per_pod,
             };
             (role.name.clone(), demand)

@@ -399,10 +399,10 @@ fn row<'a>(stdout: &'a str, policy: &str) -> Vec<&'a str> {
         let cols: Vec<&str> = line.split_whitespace().collect();
         if let Some(same) = line.trim_start().strip_prefix("= ") {
             let names = same.split(" (the same").next().unwrap_or("");
-            if names.split(", ").any(|name| name == policy) {
-                if let Some(found) = last_row {
-                    return found;
-                }
+            if names.split(", ").any(|name| name == policy)
+                && let Some(found) = last_row
+            {
+                return found;
             }
             continue;
         }
