@@ -64,6 +64,7 @@ pub fn profiles() -> Vec<Profile> {
             kv_cache_tokens: 384_000.0,
             base_ttft_seconds: 0.0094,
             base_itl_seconds: 0.0095,
+            steps: None,
         },
         cold_start: SignedDuration::from_secs(60),
         cold_start_spread: 0.2,
@@ -123,13 +124,14 @@ pub fn profiles() -> Vec<Profile> {
             kv_cache_tokens: 442_750.0,
             base_ttft_seconds: 0.0089,
             base_itl_seconds: 0.009,
+            steps: None,
         },
         // SGLang's docs log of this model: about 38 s from the process's start to ready,
         // weights already on the node.
         cold_start: SignedDuration::from_secs(40),
         ..long
     };
-    vec![
+    let mut all = vec![
         small_profile,
         long,
         sglang,
@@ -168,6 +170,7 @@ pub fn profiles() -> Vec<Profile> {
                 kv_cache_tokens: 1_264_000.0,
                 base_ttft_seconds: 0.011,
                 base_itl_seconds: 0.0115,
+                steps: None,
             },
             cold_start: SignedDuration::from_secs(215),
             cold_start_spread: 0.2,
@@ -175,7 +178,12 @@ pub fn profiles() -> Vec<Profile> {
             kv_bytes_per_token: 327_680.0,
             roofline: None,
         },
-    ]
+    ];
+    // The fluid engine runs each profile's own step loop in closed form.
+    for p in &mut all {
+        p.fluid.steps = Some(p.request);
+    }
+    all
 }
 
 /// The profile of that name.

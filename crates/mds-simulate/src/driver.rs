@@ -26,7 +26,7 @@ use crate::peer_drive::{PeerDriver, gpu_budget, role_shapes};
 use crate::peers::Peer;
 use crate::report::{Bin, Recorder, Summary};
 use crate::scaling::{Ctx, Operator, Passed, Scaling};
-use crate::slo::{Grader, IdleReplica, Slo};
+use crate::slo::{Grader, IdleReplica, PromptSpread, Slo};
 use crate::{PassRecord, Scenario, SimError, faults};
 
 /// Who writes the target's counts.
@@ -93,6 +93,7 @@ impl Simulation {
             quota,
             requests,
             slo,
+            prompt_shape,
         } = scenario;
         let cold_start = longest_cold_start(&roles, &config);
         let warmup = warmup(&roles, &config);
@@ -115,7 +116,8 @@ impl Simulation {
         let shapes = role_shapes(&scaler, &stored, &roles);
         let deployment = stage_world(&mut world, stored, roles, start)?;
         let request_level = requests.is_some();
-        let grader = grader(&target, slo, requests.as_ref(), entry_profile);
+        let mut grader = grader(&target, slo, requests.as_ref(), entry_profile);
+        grader.prompts = PromptSpread::gamma(prompt_shape);
         if let Some((trace, serving)) = requests {
             world.set_requests(&deployment, trace, serving)?;
         }
@@ -193,12 +195,8 @@ impl Simulation {
         let engines = self.world.routed_engines(&self.deployment);
         for engine in engines.filter(|e| e.kind != WorkKind::Prefill) {
             let last = engine.last;
-            self.recorder.fluid_served(
-                t0,
-                last.served_requests_per_second * dt,
-                last.ttft_mean_seconds,
-                Some(last.itl_mean_seconds),
-            );
+            self.recorder
+                .fluid_served(t0, last.served_requests_per_second * dt, &last);
         }
         for role in &self.completing_roles {
             let total = self.world.unserved(&self.deployment, role).requests;

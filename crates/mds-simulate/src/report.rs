@@ -13,11 +13,13 @@
 //!   terminates.
 //! - A flap is a role's count reversing direction within max(2 × cold start, 5 min) of its last
 //!   change.
-//! - The fluid engine has no requests: each step's served amount counts as requests with that
-//!   step's mean TTFT and ITL.
+//! - The fluid engine has no requests: each step's served amount counts as requests, graded
+//!   as shares from the step's TTFT spread and its share of prompt-carrying steps
+//!   (`slo::fluid`); its percentiles are over step means.
 
 use std::collections::BTreeMap;
 
+use mds_sim::engine::StepSummary;
 use mds_sim::{ServedOutcome, ServedRequest};
 use serde::Serialize;
 
@@ -292,32 +294,25 @@ impl Recorder {
         self.gaps.merge(gaps);
     }
 
-    /// Fluid-engine service: `requests` served at `t` with mean latencies (`itl` `None` for a
-    /// prefill-only engine).
-    pub fn fluid_served(&mut self, t: f64, requests: f64, ttft: f64, itl: Option<f64>) {
+    /// Fluid-engine service: `requests` served at `t` by a step like `step` of an engine that
+    /// produces their output, graded as shares (module `slo::fluid`).
+    pub fn fluid_served(&mut self, t: f64, requests: f64, step: &StepSummary) {
         if requests <= 0.0 {
             return;
         }
-        let slo = self.grader.slo;
+        let shares = self
+            .grader
+            .slo
+            .fluid_shares(step, true, &self.grader.prompts);
         self.finished += requests;
         let bin = self.bin(t);
         bin.requests += requests;
-        let ttft_ok = ttft <= slo.ttft_seconds;
-        let itl_ok = itl.is_none_or(|i| i <= slo.itl_seconds);
-        if ttft_ok && itl_ok {
-            bin.attained_p95 += requests;
-            bin.attained_mean += requests;
-        }
-        if !ttft_ok {
-            bin.ttft_slow += requests;
-        }
-        if !itl_ok {
-            bin.tpot_slow += requests;
-        }
-        bin.ttft.push((ttft, requests));
-        if let Some(i) = itl {
-            bin.tpot.push((i, requests));
-        }
+        bin.attained_p95 += requests * shares.attained(ItlReading::P95);
+        bin.attained_mean += requests * shares.attained(ItlReading::Mean);
+        bin.ttft_slow += requests * (1.0 - shares.ttft);
+        bin.tpot_slow += requests * (1.0 - shares.itl_mean);
+        bin.ttft.push((step.ttft_mean_seconds, requests));
+        bin.tpot.push((step.itl_mean_seconds, requests));
     }
 
     /// Fluid-engine load offered while nothing was routed.

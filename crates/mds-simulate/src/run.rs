@@ -363,6 +363,7 @@ pub fn scenario(
         request_profile: options.profile.request,
         gpus_per_pod: options.profile.gpus_per_pod,
     };
+    let prompt_shape = crate::slo::prompt_shape(&trace);
     let fluid_load = match options.engine {
         EngineModel::Fluid => trace
             .to_profile(10.0)
@@ -399,6 +400,7 @@ pub fn scenario(
         quota: options.quota.clone(),
         requests,
         slo: options.slo,
+        prompt_shape,
     })
 }
 

@@ -22,6 +22,7 @@ mod batch;
 pub mod gaps;
 pub mod histogram;
 pub mod request;
+pub mod steps;
 
 use jiff::Timestamp;
 use mds_api::target::{Engine, RoleKind};
@@ -52,6 +53,10 @@ pub struct EngineProfile {
     pub base_ttft_seconds: f64,
     /// ITL of a lone request.
     pub base_itl_seconds: f64,
+    /// The request-level profile whose step loop this engine runs in closed form (module
+    /// [`steps`]): capacity, step times, stalls and TTFT from its cost model and limits, the
+    /// fields above then only its pages' shape. `None`: the linear model of the module doc.
+    pub steps: Option<request::RequestProfile>,
 }
 
 impl Default for EngineProfile {
@@ -63,6 +68,7 @@ impl Default for EngineProfile {
             kv_cache_tokens: 500_000.0,
             base_ttft_seconds: 0.05,
             base_itl_seconds: 0.015,
+            steps: None,
         }
     }
 }
@@ -173,7 +179,26 @@ pub struct StepSummary {
     pub served_requests_per_second: f64,
     pub utilization: f64,
     pub ttft_mean_seconds: f64,
+    /// The mean gap between output tokens (a request's TPOT).
     pub itl_mean_seconds: f64,
+    /// TTFT of the step's mean request alone on an idle engine: TTFTs spread over
+    /// `floor + Exp(mean − floor)`.
+    pub ttft_floor_seconds: f64,
+    /// The step's mean request.
+    pub prompt_tokens_each: f64,
+    pub output_tokens_each: f64,
+    /// Gaps of a step of decodes only, and of a step carrying prompt chunks, and the share of
+    /// steps that carry them: what each request's own p95 gap reads.
+    pub decode_step_seconds: f64,
+    pub mixed_step_seconds: f64,
+    pub mixed_share: f64,
+    /// What a prompt-carrying step is made of: chunks per step (a Poisson mean), a chunk's
+    /// mean tokens and the step time per token (zero for the linear model).
+    pub chunks_per_step: f64,
+    pub chunk_tokens: f64,
+    pub prefill_seconds_per_token: f64,
+    /// Most tokens a step computes.
+    pub step_token_budget: f64,
 }
 
 /// Member `index`'s part of `members` whole parts of `floor(value)`: the parts add up to it
@@ -275,28 +300,28 @@ impl EngineState {
             self.backlog = pool;
             return;
         }
-        let (served, servable, work) = self.serve(profile, &pool, dt);
+        let step = match &profile.steps {
+            Some(model) => self.step_loop(model, &pool, dt),
+            None => self.linear(profile, &pool, dt),
+        };
+        self.record(&step, dt);
+    }
+
+    /// One step of the linear model (the module doc).
+    fn linear(&mut self, profile: &EngineProfile, pool: &Arrivals, dt: f64) -> Step {
+        let (served, servable, work) = self.serve(profile, pool, dt);
         let n = served.requests;
         let rho = if servable.is_finite() && servable > 0.0 {
             (n / servable).clamp(0.0, 1.0)
         } else {
             0.0
         };
-        let per_request = |total: f64| {
-            if pool.requests > 0.0 {
-                total / pool.requests
-            } else {
-                0.0
-            }
-        };
-        let output_each = per_request(pool.output_tokens);
-        let prompt_each = per_request(pool.prompt_tokens);
+        let mix = steps::Mix::of(pool);
         let prefill_each = if self.kind == WorkKind::Decode {
             0.0
         } else {
-            per_request(pool.missed_prompt_tokens()) / profile.prefill_tokens_per_second
+            mix.missed_prompt / profile.prefill_tokens_per_second
         };
-
         let base_itl = profile.base_itl_seconds;
         let itl = base_itl + (profile.full_batch_itl() - base_itl) * rho;
         let congestion = 1.0 / (1.0 - rho.min(0.95));
@@ -311,24 +336,114 @@ impl EngineState {
                 profile.base_ttft_seconds + prefill_each * congestion,
             ),
         };
-        let ttft_mean = in_batch_before_output + backlog_wait;
         let residence = match self.kind {
             WorkKind::Prefill => in_batch_before_output,
-            _ => in_batch_before_output + output_each * itl,
+            _ => in_batch_before_output + mix.output * itl,
         };
-        let rate = n / dt;
+        Step {
+            served,
+            mix,
+            rho,
+            max_running: profile.max_running,
+            kv_cache_tokens: profile.kv_cache_tokens,
+            residence,
+            summary: StepSummary {
+                served_requests_per_second: n / dt,
+                utilization: rho,
+                ttft_mean_seconds: in_batch_before_output + backlog_wait,
+                itl_mean_seconds: itl,
+                ttft_floor_seconds: ttft_floor,
+                prompt_tokens_each: mix.prompt,
+                output_tokens_each: mix.output,
+                decode_step_seconds: itl,
+                mixed_step_seconds: itl,
+                mixed_share: 0.0,
+                chunks_per_step: 0.0,
+                chunk_tokens: 0.0,
+                prefill_seconds_per_token: 0.0,
+                step_token_budget: f64::INFINITY,
+            },
+            // A steady batch steps at a steady pace: the spread is a small share of the mean.
+            itl_floor: base_itl.max(ITL_FLOOR_SHARE * itl),
+        }
+    }
+
+    /// One step of the request-level profile's step loop in closed form (module [`steps`]).
+    fn step_loop(&mut self, model: &request::RequestProfile, pool: &Arrivals, dt: f64) -> Step {
+        let mix = steps::Mix::of(pool);
+        let capacity = steps::capacity(model, self.kind, &mix);
+        let share = if pool.requests <= 1e-12 {
+            0.0
+        } else {
+            (capacity * dt / pool.requests).min(1.0)
+        };
+        let served = pool.scaled(share);
+        self.backlog = if share >= 1.0 || pool.requests <= 1e-12 {
+            Arrivals::default()
+        } else {
+            pool.scaled(1.0 - share)
+        };
+        let rate = served.requests / dt;
+        let loop_ = steps::steady(model, self.kind, &mix, rate);
+        let backlog_wait = if capacity > 0.0 {
+            self.backlog.requests / capacity
+        } else {
+            0.0
+        };
+        let decodes = match self.kind {
+            WorkKind::Prefill => 0.0,
+            _ => mix.output,
+        };
+        let kv_tokens = f64::from(model.limits.kv_blocks) * request::BLOCK_TOKENS as f64;
+        let rho = if capacity > 0.0 {
+            (rate / capacity).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        Step {
+            served,
+            mix,
+            rho,
+            max_running: model.limits.max_num_seqs as f64,
+            kv_cache_tokens: kv_tokens,
+            residence: loop_.ttft_seconds + decodes * loop_.step_seconds,
+            summary: StepSummary {
+                served_requests_per_second: rate,
+                utilization: rho,
+                ttft_mean_seconds: loop_.ttft_seconds + backlog_wait,
+                itl_mean_seconds: loop_.step_seconds,
+                ttft_floor_seconds: loop_.ttft_floor_seconds,
+                prompt_tokens_each: mix.prompt,
+                output_tokens_each: mix.output,
+                decode_step_seconds: loop_.decode_step_seconds,
+                mixed_step_seconds: loop_.mixed_step_seconds,
+                mixed_share: loop_.mixed_share,
+                chunks_per_step: loop_.chunks_per_step,
+                chunk_tokens: loop_.chunk_tokens,
+                prefill_seconds_per_token: loop_.prefill_seconds_per_token,
+                step_token_budget: model.limits.max_num_batched_tokens as f64,
+            },
+            itl_floor: ITL_FLOOR_SHARE * loop_.decode_step_seconds,
+        }
+    }
+
+    /// Counts what a step served: counters, batch, KV usage and histograms.
+    fn record(&mut self, step: &Step, dt: f64) {
+        let served = &step.served;
+        let n = served.requests;
+        let s = &step.summary;
         self.running = self
             .batch
-            .advance(dt, n, residence)
-            .min(profile.max_running);
+            .advance(dt, n, step.residence)
+            .min(step.max_running);
         if n > 0.0 {
             self.tokens_per_running = match self.kind {
-                WorkKind::Prefill => prompt_each,
-                _ => prompt_each + output_each / 2.0,
+                WorkKind::Prefill => step.mix.prompt,
+                _ => step.mix.prompt + step.mix.output / 2.0,
             };
         }
         self.kv_usage =
-            (self.running * self.tokens_per_running / profile.kv_cache_tokens).clamp(0.0, 1.0);
+            (self.running * self.tokens_per_running / step.kv_cache_tokens).clamp(0.0, 1.0);
 
         self.counters.prompt_tokens += served.prompt_tokens;
         self.counters.prefix_hit_tokens += served.prefix_hit_tokens;
@@ -337,20 +452,25 @@ impl EngineState {
             WorkKind::Prefill => n,
             _ => served.output_tokens,
         };
-        self.ttft.observe(n, ttft_floor, ttft_mean);
+        self.ttft
+            .observe(n, s.ttft_floor_seconds, s.ttft_mean_seconds);
         if self.kind != WorkKind::Prefill {
-            let steps = (served.output_tokens - n).max(0.0);
-            // A steady batch steps at a steady pace: the spread is a small share of the mean.
-            let itl_floor = base_itl.max(ITL_FLOOR_SHARE * itl);
-            self.itl
-                .observe_both(steps, &mut self.request_tpot, n, itl_floor, itl);
+            let gaps = (served.output_tokens - n).max(0.0);
+            let mixed = gaps * s.mixed_share;
+            self.itl.observe_both(
+                gaps - mixed,
+                &mut self.request_tpot,
+                n,
+                step.itl_floor,
+                s.decode_step_seconds,
+            );
+            if mixed > 0.0 {
+                let floor = ITL_FLOOR_SHARE * s.mixed_step_seconds;
+                self.itl.observe(mixed, floor, s.mixed_step_seconds);
+            }
         }
-        self.last = StepSummary {
-            served_requests_per_second: rate,
-            utilization: rho,
-            ttft_mean_seconds: ttft_mean,
-            itl_mean_seconds: itl,
-        };
+        self.last = *s;
+        self.last.utilization = step.rho;
     }
 
     /// Serves what `dt` allows from `pool`; the rest becomes the backlog. Returns the served
@@ -377,6 +497,20 @@ impl EngineState {
         };
         (pool.scaled(share), servable, work)
     }
+}
+
+/// What one step served and how, from either model.
+struct Step {
+    served: Arrivals,
+    mix: steps::Mix,
+    rho: f64,
+    max_running: f64,
+    kv_cache_tokens: f64,
+    /// Seconds each served request stays in the batch.
+    residence: f64,
+    summary: StepSummary,
+    /// The floor of a decode-only step's gaps.
+    itl_floor: f64,
 }
 
 #[cfg(test)]

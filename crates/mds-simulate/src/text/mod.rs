@@ -445,12 +445,12 @@ fn means(m: &crate::report::Means) -> String {
     )
 }
 
-/// The oracles come from request-level curves; the fluid engine grades step means, more
-/// leniently, so a fluid run can come in under them.
+/// The oracles come from request-level curves; the fluid engine grades shares of each step's
+/// mean request, kinder on long-tailed traces, so a fluid run can come in under them.
 fn fluid_caveat(engine: crate::run::EngineModel) -> &'static str {
     match engine {
         crate::run::EngineModel::Fluid => {
-            "; sized on the request engine: the fluid engine grades step means, so a fluid run may come in under them"
+            "; sized on the request engine: the fluid engine grades each step's mean request and its spread, up to 15 points kinder on long-tailed traces, so a fluid run may come in under them"
         }
         crate::run::EngineModel::Request => "",
     }

@@ -41,6 +41,7 @@ fn scenario() -> Scenario {
         quota: BTreeMap::new(),
         requests: None,
         slo: Default::default(),
+        prompt_shape: 1.0,
     }
 }
 

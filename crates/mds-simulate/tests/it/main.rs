@@ -5,6 +5,7 @@ mod common;
 
 mod compare;
 mod driver_loop;
+mod engines;
 mod faults;
 mod frontier;
 mod pd_retirements;

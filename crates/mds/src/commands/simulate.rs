@@ -18,8 +18,8 @@ use super::inputs::{Admitted, Stop, UNUSABLE, admitted, documents, unusable};
 use super::simulate_compare as compare;
 use super::simulate_io::{Progress, report_name, report_path, write_json, write_page};
 use super::simulate_options::{
-    bad_flag, check_quota_types, check_something_fits, cold_starts, jobs, list_profiles, load,
-    load_stem, options, shaped,
+    bad_flag, check_fluid_reading, check_quota_types, check_something_fits, cold_starts, jobs,
+    list_profiles, load, load_stem, options, shaped,
 };
 use crate::manifest::parse_documents;
 
@@ -325,6 +325,7 @@ fn prepare(args: &Args, notes: &mut String) -> Result<Prepared, Stop> {
     };
     let cold_starts = cold_starts(args)?;
     check_quota_types(&options, &target, stand_in)?;
+    check_fluid_reading(&options, &target)?;
     check_something_fits(&options, &trace)?;
     Ok(Prepared {
         scaler,

@@ -332,6 +332,25 @@ pub(super) fn check_quota_types(
     Ok(())
 }
 
+/// The fluid engine grades a request where its output is made: with prefill and decode on
+/// separate roles its TTFT (a prefill engine's prompt, the hand-off, a decode step) is not
+/// one engine's to give, so such a run is refused rather than graded kindly.
+pub(super) fn check_fluid_reading(
+    options: &RunOptions,
+    target: &ModelDeployment,
+) -> Result<(), Stop> {
+    use mds_api::target::RoleKind;
+    let has = |kind: RoleKind| target.spec.roles.iter().any(|r| r.kind() == kind);
+    if options.engine == EngineModel::Fluid && has(RoleKind::Prefill) && has(RoleKind::Decode) {
+        return Err(bad_flag(
+            "engine",
+            "fluid",
+            "the fluid engine cannot grade a disaggregated target's TTFT (the prompt on a Prefill role, the first token after the hand-off on a Decode role); use --engine request",
+        ));
+    }
+    Ok(())
+}
+
 /// `--jobs`, or the machine's cores.
 pub(super) fn jobs(args: &Args) -> Result<usize, Stop> {
     match args.jobs {

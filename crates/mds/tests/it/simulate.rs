@@ -133,7 +133,7 @@ fn the_fluid_engine_and_a_synthetic_load_run() {
     );
     // The oracles come from request-level curves: the fluid run says they may not bound it.
     assert!(
-        stdout.contains("sized on the request engine: the fluid engine grades step means"),
+        stdout.contains("sized on the request engine: the fluid engine grades each step's"),
         "{stdout}"
     );
 }
@@ -589,6 +589,26 @@ fn the_comparison_runs_on_every_bundled_trace() {
         }
         row(&stdout, "mds");
     }
+}
+
+#[test]
+fn the_fluid_engine_refuses_a_disaggregated_target_and_names_the_request_engine() {
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--scaler",
+            "examples/simulate/pd.yaml",
+            "--engine",
+            "fluid",
+        ],
+        None,
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--engine"), "{stderr}");
+    assert!(stderr.contains("use --engine request"), "{stderr}");
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
 }
 
 #[test]

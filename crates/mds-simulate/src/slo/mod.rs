@@ -12,11 +12,15 @@
 //!   whose decode step alone at its context exceeds the ITL objective, or that the engine
 //!   refuses (longer than the model's context). No count of replicas serves it in time.
 
+mod fluid;
+
 use std::sync::Arc;
 
 use mds_sim::engine::request::{RequestProfile, StepWork};
 use mds_sim::load::{Trace, TraceRequest};
 use serde::Serialize;
+
+pub use fluid::{FluidShares, PromptSpread, binomial_at_most, prompt_shape};
 
 /// How a request's inter-token latency is read against the ITL objective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
@@ -279,6 +283,8 @@ pub struct Grader {
     pub slo: Slo,
     /// Per request of the trace, by id: its TTFT objective and whether it is unattainable.
     objectives: Arc<[(f64, bool)]>,
+    /// How the load's cache-missed prompt lengths spread, for grading fluid steps.
+    pub prompts: PromptSpread,
 }
 
 impl Grader {
@@ -291,14 +297,7 @@ impl Grader {
                 .iter()
                 .map(|r| {
                     let idle_ttft = idle.ttft_seconds(r);
-                    let objective = match slo.ttft_scale {
-                        Some(k) => k * idle_ttft,
-                        None => {
-                            slo.ttft_seconds
-                                + slo.ttft_per_1k_prompt_seconds * f64::from(r.prompt_tokens)
-                                    / 1000.0
-                        }
-                    };
+                    let objective = slo.ttft_objective(f64::from(r.prompt_tokens), idle_ttft);
                     let unattainable = idle.refuses(r)
                         || idle_ttft > objective
                         || (r.output_tokens > 1
@@ -308,7 +307,11 @@ impl Grader {
                 .collect(),
             _ => Arc::from(Vec::new()),
         };
-        Grader { slo, objectives }
+        Grader {
+            slo,
+            objectives,
+            prompts: trace.map_or_else(PromptSpread::default, PromptSpread::of),
+        }
     }
 
     /// Request `id`'s TTFT objective.

@@ -1,0 +1,99 @@
+//! The fluid engine grades as the request engine does: the same worlds on both engines, at
+//! fixed counts around the knee and with our scaler, agree on attainment within 3 points and
+//! on GPU-hours within 5 %.
+
+use crate::common;
+
+use std::sync::Arc;
+
+use mds_sim::load::{Synthetic, Trace};
+use mds_simulate::ScaledBy;
+use mds_simulate::profile::{DEFAULT_PROFILE, profile};
+use mds_simulate::run::{EngineModel, RunOptions, run_with};
+
+const CHAT: &str = include_str!("../../../../examples/simulate/chat.yaml");
+const CONV: &str = include_str!("../../../../data/traces/azure-2023-conv.csv");
+
+/// The chat example held at `replicas` (`None`: scaled between 1 and 8 as written).
+fn chat(replicas: Option<u32>) -> String {
+    match replicas {
+        Some(n) => CHAT
+            .replace("replicas: 2", &format!("replicas: {n}"))
+            .replace("minReplicas: 1", &format!("minReplicas: {n}"))
+            .replace("maxReplicas: 8", &format!("maxReplicas: {n}")),
+        None => CHAT.to_string(),
+    }
+}
+
+/// Attainment (p95 reading) and GPU-hours of `trace` on `engine`.
+fn graded(example: &str, trace: &Arc<Trace>, engine: EngineModel) -> (f64, f64) {
+    let (scaler, target) = common::manifests(example);
+    let mut options = RunOptions::new(profile(DEFAULT_PROFILE).unwrap());
+    options.engine = engine;
+    let report = run_with(
+        scaler,
+        target,
+        Arc::clone(trace),
+        "test",
+        &options,
+        ScaledBy::Mds,
+        &mut |_| {},
+    )
+    .unwrap();
+    let totals = &report.summary.totals;
+    (totals.attainment.unwrap_or(0.0), totals.gpu_hours)
+}
+
+fn synthetic(spec: &str) -> Arc<Trace> {
+    Arc::new(Synthetic::parse(spec).unwrap().generate(1))
+}
+
+#[test]
+fn both_engines_grade_the_same_worlds_alike() {
+    let conv = Arc::new(Trace::parse_azure_csv(CONV).unwrap());
+    let cases: Vec<(&str, Option<u32>, Arc<Trace>)> = vec![
+        (
+            "prefill-heavy at 2",
+            Some(2),
+            synthetic("constant:rate=5,prompt=4000,output=50,duration=1200"),
+        ),
+        (
+            "prefill-heavy scaled",
+            None,
+            synthetic("constant:rate=5,prompt=4000,output=50,duration=1800"),
+        ),
+        (
+            "decode-heavy at 1",
+            Some(1),
+            synthetic("constant:rate=6,prompt=200,output=800,duration=1200"),
+        ),
+        (
+            "on-off at 2",
+            Some(2),
+            synthetic("on-off:rate=8,on=300,off=300,duration=1800"),
+        ),
+        (
+            "on-off scaled",
+            None,
+            synthetic("on-off:rate=8,on=300,off=300,duration=1800"),
+        ),
+        ("conversation at 2", Some(2), Arc::clone(&conv)),
+        ("conversation scaled", None, conv),
+    ];
+    let mut misses = Vec::new();
+    for (name, replicas, trace) in cases {
+        let example = chat(replicas);
+        let (req_att, req_gpu) = graded(&example, &trace, EngineModel::Request);
+        let (fl_att, fl_gpu) = graded(&example, &trace, EngineModel::Fluid);
+        let points = (fl_att - req_att).abs() * 100.0;
+        let cost = (fl_gpu / req_gpu - 1.0).abs();
+        if points > 3.0 || cost > 0.05 {
+            misses.push(format!(
+                "{name}: request {:.1} % on {req_gpu:.2} GPU-h, fluid {:.1} % on {fl_gpu:.2}",
+                req_att * 100.0,
+                fl_att * 100.0
+            ));
+        }
+    }
+    assert!(misses.is_empty(), "{}", misses.join("\n"));
+}
