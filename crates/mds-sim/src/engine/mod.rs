@@ -184,6 +184,9 @@ pub struct StepSummary {
     /// TTFT of the step's mean request alone on an idle engine: TTFTs spread over
     /// `floor + Exp(mean − floor)`.
     pub ttft_floor_seconds: f64,
+    /// The idle TTFT with half and with twice the mean prompt.
+    pub ttft_floor_half_seconds: f64,
+    pub ttft_floor_double_seconds: f64,
     /// The step's mean request.
     pub prompt_tokens_each: f64,
     pub output_tokens_each: f64,
@@ -199,6 +202,10 @@ pub struct StepSummary {
     pub prefill_seconds_per_token: f64,
     /// Most tokens a step computes.
     pub step_token_budget: f64,
+    /// Share of time the engine computes prompts, and one prompt's compute: a prompt arriving
+    /// while another computes waits for it (zero for the linear model).
+    pub prefill_utilization: f64,
+    pub prefill_seconds: f64,
 }
 
 /// Member `index`'s part of `members` whole parts of `floor(value)`: the parts add up to it
@@ -353,6 +360,8 @@ impl EngineState {
                 ttft_mean_seconds: in_batch_before_output + backlog_wait,
                 itl_mean_seconds: itl,
                 ttft_floor_seconds: ttft_floor,
+                ttft_floor_half_seconds: 0.5 * ttft_floor,
+                ttft_floor_double_seconds: 2.0 * ttft_floor,
                 prompt_tokens_each: mix.prompt,
                 output_tokens_each: mix.output,
                 decode_step_seconds: itl,
@@ -362,6 +371,8 @@ impl EngineState {
                 chunk_tokens: 0.0,
                 prefill_seconds_per_token: 0.0,
                 step_token_budget: f64::INFINITY,
+                prefill_utilization: 0.0,
+                prefill_seconds: 0.0,
             },
             // A steady batch steps at a steady pace: the spread is a small share of the mean.
             itl_floor: base_itl.max(ITL_FLOOR_SHARE * itl),
@@ -413,6 +424,8 @@ impl EngineState {
                 ttft_mean_seconds: loop_.ttft_seconds + backlog_wait,
                 itl_mean_seconds: loop_.step_seconds,
                 ttft_floor_seconds: loop_.ttft_floor_seconds,
+                ttft_floor_half_seconds: loop_.ttft_floor_half_seconds,
+                ttft_floor_double_seconds: loop_.ttft_floor_double_seconds,
                 prompt_tokens_each: mix.prompt,
                 output_tokens_each: mix.output,
                 decode_step_seconds: loop_.decode_step_seconds,
@@ -422,6 +435,8 @@ impl EngineState {
                 chunk_tokens: loop_.chunk_tokens,
                 prefill_seconds_per_token: loop_.prefill_seconds_per_token,
                 step_token_budget: model.limits.max_num_batched_tokens as f64,
+                prefill_utilization: loop_.prefill_utilization,
+                prefill_seconds: loop_.prefill_seconds,
             },
             itl_floor: ITL_FLOOR_SHARE * loop_.decode_step_seconds,
         }

@@ -52,10 +52,18 @@ pub struct Steady {
     pub mixed_share: f64,
     /// TTFT of the mix's request alone on an idle engine.
     pub ttft_floor_seconds: f64,
+    /// The same with half and with twice its prompt (attention makes it grow faster than the
+    /// prompt).
+    pub ttft_floor_half_seconds: f64,
+    pub ttft_floor_double_seconds: f64,
     /// Mean TTFT once scheduled: the step under way, then its chunks' steps.
     pub ttft_seconds: f64,
     /// Requests in the batch (prefilling or decoding).
     pub running: f64,
+    /// Share of time the engine computes prompts (`λ` times one prompt's compute).
+    pub prefill_utilization: f64,
+    /// One prompt's compute beyond the steps' fixed part.
+    pub prefill_seconds: f64,
     /// Prompt chunks a step carries on average (a Poisson mean).
     pub chunks_per_step: f64,
     /// A chunk's mean tokens, and the step time each adds.
@@ -131,6 +139,21 @@ fn work(profile: &RequestProfile, kind: WorkKind, mix: &Mix) -> Work {
     }
 }
 
+/// TTFT alone on an idle engine of a request like `mix` with its prompt `scale` times as long.
+fn idle_ttft(profile: &RequestProfile, kind: WorkKind, mix: &Mix, scale: f64) -> f64 {
+    let mix = Mix {
+        prompt: mix.prompt * scale,
+        missed_prompt: mix.missed_prompt * scale,
+        output: mix.output,
+    };
+    let w = work(profile, kind, &mix);
+    let c0 = profile.cost.step_overhead_seconds;
+    match kind {
+        WorkKind::Decode => c0 + w.decode_seconds,
+        _ => w.chunks * c0 + w.prefill_seconds,
+    }
+}
+
 /// Requests per second an engine of `profile` serves of `mix`: the largest rate whose batch
 /// fits `max_num_seqs` and the KV pool and whose steps fit the token budget.
 pub fn capacity(profile: &RequestProfile, kind: WorkKind, mix: &Mix) -> f64 {
@@ -175,10 +198,7 @@ pub fn steady(profile: &RequestProfile, kind: WorkKind, mix: &Mix, rate: f64) ->
         decode_step + w.prefill_seconds / w.chunks.max(1.0)
     };
     let running = lambda * step * w.steps();
-    let floor = match kind {
-        WorkKind::Decode => c0 + w.decode_seconds,
-        _ => w.chunks * c0 + w.prefill_seconds,
-    };
+    let floor = idle_ttft(profile, kind, mix, 1.0);
     // A request arriving while a step runs waits for its end: the step's residual life,
     // weighted by the chance the loop is busy at all.
     let second_moment =
@@ -191,6 +211,8 @@ pub fn steady(profile: &RequestProfile, kind: WorkKind, mix: &Mix, rate: f64) ->
     };
     let missed = mix.missed_prompt.max(1.0);
     Steady {
+        prefill_utilization: (lambda * w.prefill_seconds).clamp(0.0, 1.0),
+        prefill_seconds: w.prefill_seconds,
         chunks_per_step: if w.prefill_seconds > 0.0 {
             lambda * step * w.chunks
         } else {
@@ -203,6 +225,8 @@ pub fn steady(profile: &RequestProfile, kind: WorkKind, mix: &Mix, rate: f64) ->
         mixed_step_seconds: mixed_step,
         mixed_share,
         ttft_floor_seconds: floor,
+        ttft_floor_half_seconds: idle_ttft(profile, kind, mix, 0.5),
+        ttft_floor_double_seconds: idle_ttft(profile, kind, mix, 2.0),
         ttft_seconds: ttft.max(floor),
         running,
     }

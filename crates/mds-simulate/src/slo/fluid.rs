@@ -3,7 +3,8 @@
 //! grades shares of what it served:
 //! - TTFT: prompts spread around the step's mean (Gamma, with the load's shape; their idle
 //!   TTFT in proportion), each waiting `Exp(mean − floor)` as the engine's own histogram
-//!   records it: the share within each prompt's own objective;
+//!   records it and, while another prompt computes, for that prompt (M/G/1): the share within
+//!   each prompt's own objective;
 //! - the p95 reading: a request's gaps are steps. A step is over the objective when the prompt
 //!   chunks it carries (Poisson many, each of Gamma-distributed length with the load's shape)
 //!   push it past the objective; the number of a request's stalls is then binomial, and it
@@ -240,13 +241,14 @@ impl Slo {
         prompts: &PromptSpread,
     ) -> FluidShares {
         let wait = (step.ttft_mean_seconds - step.ttft_floor_seconds).max(0.0);
+        let queue = PromptQueue::of(step, prompts.shape);
         let ttft = prompts
             .quantiles
             .iter()
-            .map(|u| {
-                let floor = u * step.ttft_floor_seconds;
+            .map(|&u| {
+                let floor = idle_ttft_at(step, u);
                 let objective = self.ttft_objective(u * step.prompt_tokens_each, floor);
-                share_within(objective, floor, floor + wait)
+                queue.share_within(objective - floor, wait)
             })
             .sum::<f64>()
             / prompts.quantiles.len() as f64;
@@ -274,16 +276,76 @@ impl Slo {
     }
 }
 
-/// The share of `floor + Exp(mean − floor)` at or below `objective`.
-fn share_within(objective: f64, floor: f64, mean: f64) -> f64 {
-    if objective < floor {
-        return 0.0;
+/// The idle TTFT of a prompt `u` times the step's mean: the quadratic through the engine's
+/// idle TTFT at half, once and twice the mean prompt.
+fn idle_ttft_at(step: &StepSummary, u: f64) -> f64 {
+    let (f1, f2, f4) = (
+        step.ttft_floor_half_seconds,
+        step.ttft_floor_seconds,
+        step.ttft_floor_double_seconds,
+    );
+    // Lagrange through (0.5, f1), (1, f2), (2, f4).
+    let value = f1 * (u - 1.0) * (u - 2.0) / 0.75 - f2 * (u - 0.5) * (u - 2.0) / 0.5
+        + f4 * (u - 0.5) * (u - 1.0) / 1.5;
+    value.max(0.0)
+}
+
+/// The wait of a prompt behind others' (M/G/1): none with the chance the engine is not
+/// computing a prompt, else exponential with the Pollaczek-Khinchine mean over that chance.
+/// A step mean hides it; a burst of long prompts queues.
+struct PromptQueue {
+    busy: f64,
+    /// The mean wait of a prompt that waits.
+    mean: f64,
+}
+
+impl PromptQueue {
+    fn of(step: &StepSummary, shape: f64) -> PromptQueue {
+        let busy = step.prefill_utilization.clamp(0.0, 0.95);
+        // A prompt longer than a step's budget holds the engine for one full step at a time:
+        // the next prompt shares the step after.
+        let tokens = if step.prefill_seconds_per_token > 0.0 {
+            step.prefill_seconds / step.prefill_seconds_per_token
+        } else {
+            0.0
+        };
+        let held = if tokens > step.step_token_budget && step.step_token_budget > 0.0 {
+            step.prefill_seconds * step.step_token_budget / tokens
+        } else {
+            step.prefill_seconds
+        };
+        // E[S²] / E[S] of Gamma(shape) prompt work over 2(1 − ρ).
+        let mean = held * (1.0 + 1.0 / shape.max(0.25)) / (2.0 * (1.0 - busy));
+        PromptQueue { busy, mean }
     }
-    let spread = mean - floor;
-    if spread <= 1e-12 {
-        return 1.0;
+
+    /// The share whose wait, `Exp(spread)` plus this queue's, is at most `slack`.
+    fn share_within(&self, slack: f64, spread: f64) -> f64 {
+        if slack < 0.0 {
+            return 0.0;
+        }
+        let exp = |mean: f64| {
+            if mean <= 1e-12 {
+                1.0
+            } else {
+                1.0 - (-slack / mean).exp()
+            }
+        };
+        let alone = exp(spread);
+        if self.busy <= 0.0 || self.mean <= 1e-12 {
+            return alone;
+        }
+        let (a, b) = (spread, self.mean);
+        // The sum of two exponentials (hypoexponential); equal means make it Erlang-2.
+        let both = if a <= 1e-12 {
+            exp(b)
+        } else if (a - b).abs() <= 1e-9 * b {
+            1.0 - (-slack / a).exp() * (1.0 + slack / a)
+        } else {
+            1.0 - (a * (-slack / a).exp() - b * (-slack / b).exp()) / (a - b)
+        };
+        ((1.0 - self.busy) * alone + self.busy * both).clamp(0.0, 1.0)
     }
-    1.0 - (-(objective - floor) / spread).exp()
 }
 
 /// P(X ≤ k) for X ~ Binomial(n, p), summed in logs so long outputs neither underflow nor
@@ -352,6 +414,8 @@ mod tests {
             ttft_mean_seconds: 0.2,
             itl_mean_seconds: share * mixed + (1.0 - share) * 0.02,
             ttft_floor_seconds: 0.1,
+            ttft_floor_half_seconds: 0.05,
+            ttft_floor_double_seconds: 0.2,
             prompt_tokens_each: 1000.0,
             output_tokens_each: output,
             decode_step_seconds: 0.02,
@@ -361,6 +425,8 @@ mod tests {
             chunk_tokens: chunk,
             prefill_seconds_per_token: 6e-5,
             step_token_budget: 8192.0,
+            prefill_utilization: 0.0,
+            prefill_seconds: 0.06,
         }
     }
 
@@ -484,6 +550,8 @@ mod tests {
         let slo = Slo::default();
         let mut s = step(0.0, 0.0, 10.0);
         s.ttft_floor_seconds = 0.6;
+        s.ttft_floor_half_seconds = 0.3;
+        s.ttft_floor_double_seconds = 1.2;
         s.ttft_mean_seconds = 0.6;
         let spread = PromptSpread::gamma(1.0);
         let share = slo.fluid_shares(&s, true, &spread).ttft;
@@ -494,5 +562,37 @@ mod tests {
         );
         let quantile_mean = spread.quantiles.iter().sum::<f64>() / 32.0;
         assert!((quantile_mean - 1.0).abs() < 0.03, "{quantile_mean}");
+    }
+
+    /// The wait's share within a slack against a midpoint-rule convolution of its parts.
+    #[test]
+    fn the_queued_wait_matches_a_convolution() {
+        for (busy, queued, spread) in [(0.3, 0.2, 0.05), (0.6, 0.1, 0.1), (0.5, 0.08, 0.0)] {
+            let q = PromptQueue { busy, mean: queued };
+            for slack in [0.01, 0.05, 0.2, 0.6] {
+                let exp_cdf = |mean: f64, x: f64| {
+                    if mean <= 0.0 {
+                        1.0
+                    } else {
+                        1.0 - (-x / mean).exp()
+                    }
+                };
+                // P(E + Q ≤ s) = ∫ P(E ≤ s − t) dF_Q(t) with Q's density busy/q · e^(−t/q).
+                let n = 200_000;
+                let h = slack / f64::from(n);
+                let waited: f64 = (0..n)
+                    .map(|i| {
+                        let t = (f64::from(i) + 0.5) * h;
+                        exp_cdf(spread, slack - t) * (-t / queued).exp() / queued * h
+                    })
+                    .sum();
+                let brute = (1.0 - busy) * exp_cdf(spread, slack) + busy * waited;
+                let ours = q.share_within(slack, spread);
+                assert!(
+                    (ours - brute).abs() < 1e-6,
+                    "{busy} {queued} {spread} {slack}: {ours} against {brute}"
+                );
+            }
+        }
     }
 }
