@@ -300,10 +300,7 @@ impl Recorder {
         if requests <= 0.0 {
             return;
         }
-        let shares = self
-            .grader
-            .slo
-            .fluid_shares(step, true, &self.grader.prompts);
+        let shares = self.grader.slo.fluid_shares(step, &self.grader.prompts);
         self.finished += requests;
         let bin = self.bin(t);
         bin.requests += requests;

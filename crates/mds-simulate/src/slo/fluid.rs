@@ -231,15 +231,8 @@ impl Slo {
         }
     }
 
-    /// How much of a fluid step attains (`decodes`: whether its requests' output is graded
-    /// here, not at another engine; `prompt_shape`: the Gamma shape of the load's prompt
-    /// lengths).
-    pub fn fluid_shares(
-        &self,
-        step: &StepSummary,
-        decodes: bool,
-        prompts: &PromptSpread,
-    ) -> FluidShares {
+    /// How much of a fluid step attains, its load's prompt lengths spread as `prompts`.
+    pub fn fluid_shares(&self, step: &StepSummary, prompts: &PromptSpread) -> FluidShares {
         let wait = (step.ttft_mean_seconds - step.ttft_floor_seconds).max(0.0);
         let queue = PromptQueue::of(step, prompts.shape);
         let ttft = prompts
@@ -252,13 +245,6 @@ impl Slo {
             })
             .sum::<f64>()
             / prompts.quantiles.len() as f64;
-        if !decodes {
-            return FluidShares {
-                ttft,
-                itl_p95: 1.0,
-                itl_mean: 1.0,
-            };
-        }
         let itl = self.itl_seconds;
         let gaps = (step.output_tokens_each - 1.0).max(0.0).round() as u64;
         let itl_p95 = if gaps == 0 {
@@ -435,19 +421,15 @@ mod tests {
         let slo = Slo::default();
         // 1,000-token chunks on 30 % of steps make them 80 ms: the mean gap (38 ms) is within
         // 50 ms, the p95 gap is not for almost every request.
-        let s = slo.fluid_shares(
-            &step(0.357, 1000.0, 101.0),
-            true,
-            &PromptSpread::gamma(12.0),
-        );
+        let s = slo.fluid_shares(&step(0.357, 1000.0, 101.0), &PromptSpread::gamma(12.0));
         assert_eq!(s.itl_mean, 1.0);
         assert!(s.itl_p95 < 1e-3, "{}", s.itl_p95);
         // On 2 % of steps most requests keep their stalls under one in twenty.
-        let s = slo.fluid_shares(&step(0.02, 1000.0, 101.0), true, &PromptSpread::gamma(12.0));
+        let s = slo.fluid_shares(&step(0.02, 1000.0, 101.0), &PromptSpread::gamma(12.0));
         assert!(s.itl_p95 > 0.95 && s.itl_p95 < 1.0, "{}", s.itl_p95);
         // 300-token chunks add 18 ms: no stall unless two share a step (0.5 % of steps at 0.1
         // chunks a step) or one is two thirds longer than the mean.
-        let s = slo.fluid_shares(&step(0.1, 300.0, 101.0), true, &PromptSpread::gamma(12.0));
+        let s = slo.fluid_shares(&step(0.1, 300.0, 101.0), &PromptSpread::gamma(12.0));
         assert!(s.itl_p95 > 0.999, "{}", s.itl_p95);
         // The same mean with a long tail (exponential lengths): a third of them stall.
         let tail = stall_share(&step(0.357, 300.0, 101.0), 0.05, 1.0);
@@ -471,12 +453,8 @@ mod tests {
             sum
         };
         assert!((tail - exact).abs() < 1e-9, "{tail} against {exact}");
-        // A prefill engine's requests are graded on TTFT only.
-        let s = slo.fluid_shares(
-            &step(0.357, 1000.0, 101.0),
-            false,
-            &PromptSpread::gamma(12.0),
-        );
+        // A request of one output token has no gap to miss, stalls or not.
+        let s = slo.fluid_shares(&step(0.357, 1000.0, 1.0), &PromptSpread::gamma(12.0));
         assert_eq!((s.itl_p95, s.itl_mean), (1.0, 1.0));
     }
 
@@ -524,14 +502,14 @@ mod tests {
             quantiles: Arc::from([1.0]),
         };
         // Floor 100 ms, mean 200 ms: within 500 ms is 1 − e^−4.
-        let s = slo.fluid_shares(&step(0.0, 0.0, 10.0), true, &point);
+        let s = slo.fluid_shares(&step(0.0, 0.0, 10.0), &point);
         assert!((s.ttft - (1.0 - (-4.0f64).exp())).abs() < 1e-12);
         // --slo-scale 1.5: 150 ms of a 100 ms floor, 1 − e^−0.5.
         let scaled = Slo {
             ttft_scale: Some(1.5),
             ..slo
         };
-        let s = scaled.fluid_shares(&step(0.0, 0.0, 10.0), true, &point);
+        let s = scaled.fluid_shares(&step(0.0, 0.0, 10.0), &point);
         assert!((s.ttft - (1.0 - (-0.5f64).exp())).abs() < 1e-12);
         // An allowance grows with the mean prompt: 50 ms + 100 ms/1k is 150 ms for 1,000.
         let allowance = Slo {
@@ -539,7 +517,7 @@ mod tests {
             ttft_per_1k_prompt_seconds: 0.1,
             ..slo
         };
-        let s = allowance.fluid_shares(&step(0.0, 0.0, 10.0), true, &point);
+        let s = allowance.fluid_shares(&step(0.0, 0.0, 10.0), &point);
         assert!((s.ttft - (1.0 - (-0.5f64).exp())).abs() < 1e-12);
     }
 
@@ -554,7 +532,7 @@ mod tests {
         s.ttft_floor_double_seconds = 1.2;
         s.ttft_mean_seconds = 0.6;
         let spread = PromptSpread::gamma(1.0);
-        let share = slo.fluid_shares(&s, true, &spread).ttft;
+        let share = slo.fluid_shares(&s, &spread).ttft;
         // P(Exp(1) <= 5/6) = 0.565, within a 32-point grid's resolution.
         assert!(
             (share - (1.0 - (-5.0f64 / 6.0).exp())).abs() < 0.02,

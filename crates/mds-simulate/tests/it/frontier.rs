@@ -241,16 +241,7 @@ fn a_mix_that_shifts_inside_the_load_does_not_lift_oracle_a_over_the_floor() {
         ttft_per_1k_prompt_seconds: 0.1,
         ..Slo::default()
     };
-    let search = Search {
-        tiers: vec![0.9, 0.95, 0.99],
-        grid: Grid {
-            min: 0.5,
-            max: 8.0,
-            points: 5,
-        },
-        refinements: 0,
-        threads: 2,
-    };
+    let search = three_tiers(8.0, 5);
     let case = Case {
         scaler: &scaler,
         target: &target,
@@ -284,6 +275,20 @@ fn a_mix_that_shifts_inside_the_load_does_not_lift_oracle_a_over_the_floor() {
         a <= floor + 1e-9,
         "Oracle A {a:.3} over the floor's {floor:.3}"
     );
+}
+
+/// The 90, 95 and 99 % tiers over `points` settings from 0.5 to `max` times the knee, unrefined.
+fn three_tiers(max: f64, points: usize) -> Search {
+    Search {
+        tiers: vec![0.9, 0.95, 0.99],
+        grid: Grid {
+            min: 0.5,
+            max,
+            points,
+        },
+        refinements: 0,
+        threads: 2,
+    }
 }
 
 /// One random world for the property below: a load of one to three segments (a steady rate or
@@ -378,12 +383,7 @@ proptest::proptest! {
         if w.quota {
             mds_simulate::compare::auto_quota(&scaler, &target, &trace, &mut options).unwrap();
         }
-        let search = Search {
-            tiers: vec![0.9, 0.95, 0.99],
-            grid: Grid { min: 0.5, max: 4.0, points: 4 },
-            refinements: 0,
-            threads: 2,
-        };
+        let search = three_tiers(4.0, 4);
         let case = Case {
             scaler: &scaler,
             target: &target,
