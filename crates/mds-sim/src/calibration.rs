@@ -31,6 +31,9 @@ pub enum Offered {
     Poisson { qps: f64, count: u64 },
     /// `count` requests at once.
     Burst { count: u64 },
+    /// `concurrency` clients, each sending its next request the moment its last one
+    /// finishes, `count` requests in all (a closed-loop benchmark's `--concurrency`).
+    Closed { concurrency: u64, count: u64 },
 }
 
 /// Which statistic of the requests' TTFT and TPOT a source published.
@@ -247,9 +250,9 @@ pub fn reproduce(point: &Point, profile: RequestProfile) -> Measured {
             })
             .collect(),
         Offered::Burst { count } => vec![run(profile, point, vec![0.0; count as usize], 1)],
-    };
-    let mean = |values: Vec<f64>| {
-        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+        Offered::Closed { concurrency, count } => {
+            return closed_loop(profile, point, concurrency, count);
+        }
     };
     let statistic = |mut values: Vec<f64>| match point.statistic {
         Statistic::Mean => mean(values),
@@ -272,6 +275,56 @@ pub fn reproduce(point: &Point, profile: RequestProfile) -> Measured {
                 .collect(),
         ),
     }
+}
+
+/// A closed-loop run: the clients start together and, their requests being alike, stay in
+/// step; the first round is the ramp and is left out, as a steady-state figure means.
+fn closed_loop(profile: RequestProfile, point: &Point, concurrency: u64, count: u64) -> Measured {
+    let done = closed_loop_run(profile, point, concurrency, count);
+    let steady: Vec<&FinishedRequest> = done.iter().filter(|r| r.id >= concurrency).collect();
+    let latency = mean(steady.iter().map(|r| r.finish - r.arrival).collect());
+    Measured {
+        ttft_seconds: mean(steady.iter().filter_map(|r| r.ttft_seconds).collect()),
+        tpot_seconds: mean(steady.iter().filter_map(|r| r.tpot_seconds).collect()),
+        // Output tokens/s while every client is busy: Little's law over the steady requests.
+        output_tokens_per_second: latency
+            .filter(|l| *l > 0.0)
+            .map(|l| concurrency as f64 * point.output_tokens as f64 / l),
+    }
+}
+
+fn mean(values: Vec<f64>) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// `concurrency` clients starting at 0, each resubmitting the moment its request finishes,
+/// `count` requests in all.
+fn closed_loop_run(
+    profile: RequestProfile,
+    point: &Point,
+    concurrency: u64,
+    count: u64,
+) -> Vec<FinishedRequest> {
+    let Ok(mut engine) = RequestEngine::new(profile) else {
+        return Vec::new();
+    };
+    let (prompt, output) = (point.prompt_tokens, point.output_tokens);
+    let first = concurrency.min(count);
+    for id in 0..first {
+        engine.submit(id, 0.0, prompt, output, None);
+    }
+    let mut sent = first;
+    let mut done = Vec::new();
+    while engine.step().is_some() {
+        for finished in engine.take_finished() {
+            if sent < count {
+                engine.submit(sent, engine.clock(), prompt, output, None);
+                sent += 1;
+            }
+            done.push(finished);
+        }
+    }
+    done
 }
 
 fn run(

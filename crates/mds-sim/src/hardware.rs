@@ -39,6 +39,13 @@ pub const H100_SXM: Gpu = Gpu {
     bandwidth: 3.35e12,
 };
 
+/// NVIDIA H200 SXM 141 GB (datasheet): the H100 SXM's compute, 4.8 TB/s.
+pub const H200: Gpu = Gpu {
+    name: "H200",
+    peak_flops: 989.5e12,
+    bandwidth: 4.8e12,
+};
+
 /// NVIDIA A100 SXM4 80 GB (datasheet): 312 TFLOPS, 2.039 TB/s. Ampere: the Hopper
 /// efficiencies carry to it only as a rough check.
 pub const A100_SXM: Gpu = Gpu {
@@ -67,6 +74,17 @@ pub const LLAMA3_8B: ModelShape = ModelShape {
     parameters: 8.03e9,
     layers: 32,
     query_heads: 32,
+    kv_heads: 8,
+    head_dim: 128,
+    bytes_per_value: 2.0,
+};
+
+/// Llama-3.1-70B: 70.6 B parameters, 80 layers, 64 query and 8 KV heads of 128.
+pub const LLAMA31_70B: ModelShape = ModelShape {
+    name: "Llama-3.1-70B",
+    parameters: 70.6e9,
+    layers: 80,
+    query_heads: 64,
     kv_heads: 8,
     head_dim: 128,
     bytes_per_value: 2.0,

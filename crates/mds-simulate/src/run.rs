@@ -123,6 +123,39 @@ impl RunOptions {
     }
 }
 
+/// The hardware and engine a run's profile models, for the report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Hardware {
+    pub gpu: String,
+    pub gpus_per_replica: u32,
+    pub engine: String,
+    pub engine_version: String,
+    pub precision: String,
+    pub context_tokens: u64,
+    /// Where the costs come from, and the measured tables they were fitted to, if any.
+    pub source: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub tables: String,
+    /// The line the world header prints.
+    pub summary: String,
+}
+
+impl Hardware {
+    pub fn of(p: &mds_sim::profile::Profile) -> Hardware {
+        Hardware {
+            gpu: p.gpu.to_string(),
+            gpus_per_replica: p.gpus_per_pod,
+            engine: p.engine_name().to_string(),
+            engine_version: p.engine_version.to_string(),
+            precision: p.precision.label().to_string(),
+            context_tokens: p.request.limits.max_model_len,
+            source: p.source.to_string(),
+            tables: p.tables.to_string(),
+            summary: p.describe(),
+        }
+    }
+}
+
 /// What a run was made of, for the report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Inputs {
@@ -132,6 +165,8 @@ pub struct Inputs {
     pub profile: String,
     /// Why this profile was chosen.
     pub profile_why: String,
+    /// What the profile models: GPU, engine and version, precision, context, source.
+    pub hardware: Hardware,
     /// The trace's requests the profile refuses, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusals: Option<crate::slo::Refusals>,
@@ -296,6 +331,7 @@ pub fn run_with(
         load: load.to_string(),
         profile: options.profile.name.to_string(),
         profile_why: options.profile_why.clone(),
+        hardware: Hardware::of(&options.profile),
         refusals: crate::slo::Refusals::of(&trace, &options.profile),
         engine: options.engine,
         router: options.router.as_str().to_string(),

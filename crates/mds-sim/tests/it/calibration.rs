@@ -88,9 +88,13 @@ fn the_fitted_points_are_within_tolerance_and_the_held_out_error_is_reported() {
     }
 }
 
-/// `cost`'s steps against `roofline`'s floors over a grid of batches, contexts and chunks.
-fn assert_above_floor(name: &str, cost: &CostModel, roofline: &Roofline) {
-    for batch in [1u64, 8, 32, 128, 256, 512, 1024, 2048] {
+/// `cost`'s steps against `roofline`'s floors over a grid of batches (up to `most`, the
+/// profile's `max_num_seqs`), contexts and chunks.
+fn assert_above_floor(name: &str, cost: &CostModel, roofline: &Roofline, most: u64) {
+    for batch in [1u64, 8, 32, 128, 256, 512, 1024, 2048]
+        .into_iter()
+        .filter(|b| *b <= most)
+    {
         for context in [16u64, 256, 1024, 4096, 16_384, 131_072] {
             let decode = StepWork::decode(batch, batch * context);
             assert!(
@@ -128,12 +132,13 @@ fn every_step_is_at_or_above_its_physical_floor() {
             model: LLAMA3_8B,
             gpu,
         };
-        assert_above_floor(gpu.name, &roofline.cost(&VLLM_HOPPER), &roofline);
+        assert_above_floor(gpu.name, &roofline.cost(&VLLM_HOPPER), &roofline, 2048);
     }
     let mut checked = 0;
     for p in mds_sim::profile::profiles() {
         if let Some(roofline) = &p.roofline {
-            assert_above_floor(p.name, &p.request.cost, roofline);
+            let most = p.request.limits.max_num_seqs as u64;
+            assert_above_floor(p.name, &p.request.cost, roofline, most);
             checked += 1;
         }
     }

@@ -7,6 +7,7 @@ mod bundled_traces;
 mod calibration;
 mod lifecycle;
 mod load_shapes;
+mod measured_profiles;
 mod objects;
 mod page_source;
 mod properties;

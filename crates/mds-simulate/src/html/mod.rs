@@ -478,7 +478,11 @@ fn inputs(out: &mut String, page: &Page, c: &Comparison) {
         "trace",
         format!("{} ({} requests)", page.load, page.requests),
     );
-    row("profile", i.profile.clone());
+    row("profile", format!("{} ({})", i.profile, i.profile_why));
+    row("hardware", i.hardware.summary.clone());
+    if !i.hardware.tables.is_empty() {
+        row("kernel tables", i.hardware.tables.clone());
+    }
     row(
         "engine",
         format!("{}, router {}", i.engine.as_str(), i.router),

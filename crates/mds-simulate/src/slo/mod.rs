@@ -213,7 +213,7 @@ pub struct Refusals {
     pub context_tokens: u64,
     /// The longest refused request's prompt and output.
     pub longest_tokens: u64,
-    /// The profile of the same engine and GPUs whose context takes the most of them, and how
+    /// The profile of the same engine and GPU whose context takes the most of them, and how
     /// many it takes.
     pub fits: Option<(String, u64)>,
 }
@@ -240,8 +240,12 @@ impl Refusals {
             fits: mds_sim::profile::profiles()
                 .into_iter()
                 .filter(|p| {
+                    // The same engine on the same GPUs; a superseded profile (serving no
+                    // model) is never the advice.
                     p.engine == profile.engine
+                        && p.gpu == profile.gpu
                         && p.gpus_per_pod == profile.gpus_per_pod
+                        && !p.serves.is_empty()
                         && p.request.limits.longest_request() > limits.longest_request()
                 })
                 .map(|p| {

@@ -215,6 +215,7 @@ fn world_line(out: &mut String, i: &Inputs, cold_start_seconds: f64, quota: &str
         quota,
         stand_in_note(i)
     );
+    let _ = writeln!(out, "  hardware: {}", i.hardware.summary);
 }
 
 /// A `--quota` as the headers say it: `unlimited` when none was given.

@@ -306,7 +306,12 @@ fn prepare(args: &Args, notes: &mut String) -> Result<Prepared, Stop> {
     let target: ModelDeployment = serde_json::from_value(target)
         .map_err(|e| unusable(format!("the target cannot be read: {e}")))?;
     if args.profile.is_none() {
-        let chosen = mds_sim::profile::for_target(model.as_deref(), target.spec.engine.as_ref());
+        let chosen = mds_sim::profile::for_target(
+            model.as_deref(),
+            target.spec.engine.as_ref(),
+            &target.spec.roles,
+        )
+        .map_err(|e| unusable(e.to_string()))?;
         options.profile = chosen.profile;
         options.profile_why = chosen.why;
     }

@@ -378,10 +378,12 @@ pub(super) fn cold_starts(args: &Args) -> Result<Vec<Option<SignedDuration>>, St
 
 pub(super) fn list_profiles() -> String {
     let mut out = String::new();
-    for p in profiles() {
+    let all = profiles();
+    let width = all.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    for p in all {
         let _ = writeln!(
             out,
-            "{:<24} {} (cold start {} s ± {:.0} %, {} GPU per Pod)",
+            "{:<width$} {} (cold start {} s ± {:.0} %, {} GPU per Pod)",
             p.name,
             p.summary,
             p.cold_start.as_secs(),

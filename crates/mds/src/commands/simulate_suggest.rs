@@ -132,6 +132,7 @@ fn header(out: &mut String, case: &Case, s: &Suggestion) -> Option<mds_simulate:
             .as_secs_f64(),
         i.seed
     );
+    let _ = writeln!(out, "  hardware: {}", i.profile.describe());
     if !s.guard_changes.is_empty() {
         let _ = writeln!(
             out,

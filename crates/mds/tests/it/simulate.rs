@@ -40,7 +40,8 @@ fn the_bundled_example_runs_and_reports() {
     );
     for line in [
         "mds simulate: scaler chat on azure-2023-conv, 0 s to 600 s",
-        "llama3-8b-h100-vllm (the target serves meta-llama/Meta-Llama-3-8B-Instruct on vLLM), request engine, router least-outstanding",
+        "llama3-8b-h100-vllm (the target serves meta-llama/Meta-Llama-3-8B-Instruct on vLLM, instanceType h100-pcie), request engine, router least-outstanding",
+        "  hardware: H100 PCIe x1, vLLM 0.8.5, bf16, 8,192-token context, calibrated on published vLLM runs",
         "means               TTFT",
         "SLO attainment",
         "TTFT p50/p95/p99",
@@ -955,7 +956,8 @@ fn the_profile_follows_the_targets_model_and_a_refused_request_says_why() {
     let out = mds(&args(&[]), None);
     assert!(
         first_line(&out).contains(
-            "llama3-8b-h100-vllm (the target serves meta-llama/Meta-Llama-3-8B-Instruct on vLLM)"
+            "llama3-8b-h100-vllm (the target serves meta-llama/Meta-Llama-3-8B-Instruct on vLLM, \
+             instanceType h100-pcie)"
         ),
         "{}",
         text(&out.stdout)
@@ -964,7 +966,8 @@ fn the_profile_follows_the_targets_model_and_a_refused_request_says_why() {
     let llama31 = scratch.file("llama31.yaml", &example);
     let out = mds(&args(&["--scaler", &llama31]), None);
     assert!(first_line(&out).contains(
-        "llama3.1-8b-h100-vllm (the target serves meta-llama/Llama-3.1-8B-Instruct on vLLM)"
+        "llama3.1-8b-h100pcie-vllm (the target serves meta-llama/Llama-3.1-8B-Instruct on vLLM, \
+         instanceType h100-pcie)"
     ));
     let sglang = scratch.file(
         "sglang.yaml",
@@ -973,8 +976,58 @@ fn the_profile_follows_the_targets_model_and_a_refused_request_says_why() {
     let out = mds(&args(&["--scaler", &sglang]), None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(first_line(&out).contains(
-        "llama3.1-8b-h100-sglang (the target serves meta-llama/Llama-3.1-8B-Instruct on SGLang)"
+        "llama3.1-8b-h100pcie-sglang (the target serves meta-llama/Llama-3.1-8B-Instruct on \
+         SGLang, instanceType h100-pcie)"
     ));
+    // The role's GPU and tensor parallelism pick among the fitted profiles, and the header
+    // says what the profile models.
+    let seventy = scratch.file(
+        "seventy.yaml",
+        &example
+            .replace("Llama-3.1-8B-Instruct", "Llama-3.1-70B-Instruct")
+            .replace(
+                "instanceType: h100-pcie",
+                "instanceType: h200\n      extraArgs: [\"--tensor-parallel-size\", \"8\"]",
+            ),
+    );
+    let out = mds(&args(&["--scaler", &seventy]), None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("llama3.1-70b-h200-tp8-vllm (the target serves")
+            && stdout.contains("  hardware: H200 x8, vLLM 0.24.0, bf16, 131,072-token context, fitted to aiconfigurator"),
+        "{stdout}"
+    );
+    // What no profile serves: exit 2 naming what would, unless --profile is given.
+    let l40s = scratch.file(
+        "l40s.yaml",
+        &example.replace("instanceType: h100-pcie", "instanceType: l40s-48g"),
+    );
+    let out = mds(&args(&["--scaler", &l40s]), None);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("instanceType \"l40s-48g\" names no GPU with a profile of")
+            && stderr.contains("llama3.1-8b-h100sxm-vllm (H100 SXM x1)")
+            && stderr.contains("--profile NAME picks one"),
+        "{stderr}"
+    );
+    let out = mds(
+        &args(&["--scaler", &l40s, "--profile", "llama3.1-8b-a100-vllm"]),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let unknown = scratch.file(
+        "unknown.yaml",
+        &example.replace("meta-llama/Llama-3.1-8B-Instruct", "acme/chat-9b"),
+    );
+    let out = mds(&args(&["--scaler", &unknown]), None);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no engine profile serves acme/chat-9b"),
+        "{stderr}"
+    );
     // --profile overrides, and says so.
     let out = mds(
         &args(&["--scaler", &sglang, "--profile", "llama3-8b-h100-vllm"]),
@@ -1002,7 +1055,7 @@ fn the_profile_follows_the_targets_model_and_a_refused_request_says_why() {
         .unwrap_or_else(|| panic!("no refused line in:\n{stdout}"));
     assert!(
         refused.contains("over llama3-8b-h100-vllm's 8192-token context")
-            && refused.contains("--profile llama3.1-8b-h100-vllm takes"),
+            && refused.contains("--profile llama3.1-8b-h100pcie-vllm takes"),
         "{refused}"
     );
     // --suggest says why no factor helps.
@@ -1022,7 +1075,7 @@ fn the_profile_follows_the_targets_model_and_a_refused_request_says_why() {
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
         stdout.contains("refused: 294 requests (45.6 %)")
-            && stdout.contains("more than the goal leaves: --profile llama3.1-8b-h100-vllm"),
+            && stdout.contains("more than the goal leaves: --profile llama3.1-8b-h100pcie-vllm"),
         "{stdout}"
     );
 }
@@ -1072,8 +1125,8 @@ fn every_example_simulates_as_given_and_a_missing_target_is_named() {
     examples.sort();
     assert!(examples.len() >= 6, "{examples:?}");
     for example in &examples {
-        let out = mds(
-            &[
+        let run = |extra: &[&str]| {
+            let mut args = vec![
                 "simulate",
                 "--no-progress",
                 "--no-report",
@@ -1083,9 +1136,24 @@ fn every_example_simulates_as_given_and_a_missing_target_is_named() {
                 "2m",
                 "--scaler",
                 example,
-            ],
-            None,
-        );
+            ];
+            args.extend_from_slice(extra);
+            mds(&args, None)
+        };
+        let out = run(&[]);
+        // The spec's prefill/decode/encode example serves a made-up model on L40S GPUs: no
+        // profile serves it, which is said (exit 2), and `--profile` runs it anyway.
+        if example.ends_with("prefill-decode-encode.yaml") {
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{example}: {stderr}");
+            assert!(
+                stderr.contains("no engine profile serves acme/vision-70b"),
+                "{stderr}"
+            );
+            let out = run(&["--profile", "llama3-70b-h100x8-vllm"]);
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+            continue;
+        }
         assert_eq!(
             out.status.code(),
             Some(0),
