@@ -122,20 +122,6 @@ impl RateCurve {
         };
         let duration_seconds = windows.last().map_or(0.0, |w| w.start + width);
         let offset = windows.first().map_or(0.0, |w| w.start);
-        let expected: f64 = windows
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
-                let end = windows.get(i + 1).map_or(duration_seconds, |n| n.start);
-                w.rate * (end - w.start)
-            })
-            .sum();
-        if expected > MAX_REQUESTS {
-            return Err(format!(
-                "the curve scaled by {scale} offers about {expected:.0} requests; at most \
-                 {MAX_REQUESTS} are allowed (lower the scale)"
-            ));
-        }
         Ok(RateCurve {
             windows: windows
                 .into_iter()
@@ -150,13 +136,50 @@ impl RateCurve {
         })
     }
 
-    /// The requests for `seed`, sorted, from 0 (the first window's start).
-    pub fn generate(&self, seed: u64) -> Trace {
+    /// About how many requests the curve offers between `from` and `until` seconds (`None`:
+    /// its end).
+    pub fn expected_requests(&self, from: f64, until: Option<f64>) -> f64 {
+        let until = until.unwrap_or(self.duration_seconds);
+        self.windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let end = self
+                    .windows
+                    .get(i + 1)
+                    .map_or(self.duration_seconds, |n| n.start);
+                w.rate * (end.min(until) - w.start.max(from)).max(0.0)
+            })
+            .sum()
+    }
+
+    /// The requests for `seed` between `from` and `until` seconds, sorted, at their times on
+    /// the curve (from 0, the first window's start). The arrivals before `from` are drawn and
+    /// dropped, so a window of the curve is the same requests as that window of the whole.
+    /// More than [`MAX_REQUESTS`] in the window is refused.
+    pub fn generate_within(
+        &self,
+        seed: u64,
+        from: f64,
+        until: Option<f64>,
+    ) -> Result<Trace, String> {
+        let expected = self.expected_requests(from, until);
+        if expected > MAX_REQUESTS {
+            return Err(format!(
+                "the curve scaled by {} offers about {expected:.0} requests in the window run; \
+                 at most {MAX_REQUESTS} are allowed (lower the scale or narrow --from/--until)",
+                self.scale
+            ));
+        }
+        let until = until.unwrap_or(self.duration_seconds);
         let mut arrivals = Rng::stream(seed, "curve-arrivals");
         let mut prompts = Rng::stream(seed, "curve-prompt-tokens");
         let mut outputs = Rng::stream(seed, "curve-output-tokens");
         let mut requests = Vec::new();
         for (i, w) in self.windows.iter().enumerate() {
+            if w.start >= until {
+                break;
+            }
             let end = self
                 .windows
                 .get(i + 1)
@@ -168,14 +191,18 @@ impl RateCurve {
                     break;
                 }
                 let prompt = around(&mut prompts, w.prompt);
-                requests.push(TraceRequest::plain(
-                    t,
-                    prompt,
-                    around(&mut outputs, w.output),
-                ));
+                let output = around(&mut outputs, w.output);
+                if t >= from && t < until {
+                    requests.push(TraceRequest::plain(t, prompt, output));
+                }
             }
         }
-        Trace { requests }
+        Ok(Trace { requests })
+    }
+
+    /// The requests for `seed` over the whole curve (see [`RateCurve::generate_within`]).
+    pub fn generate(&self, seed: u64) -> Result<Trace, String> {
+        self.generate_within(seed, 0.0, None)
     }
 
     /// A one-line description for reports.
@@ -206,8 +233,17 @@ mod tests {
     fn windows_are_scaled_gaps_filled_and_arrivals_follow_the_rate() {
         let c = RateCurve::parse_csv(CURVE, 0.5).unwrap();
         assert_eq!((c.duration_seconds, c.gaps_filled), (1800.0, 1));
-        let t = c.generate(7);
-        assert_eq!(t, c.generate(7), "seeded");
+        let t = c.generate(7).unwrap();
+        assert_eq!(t, c.generate(7).unwrap(), "seeded");
+        // A window of the curve is that window of the whole.
+        let part = c.generate_within(7, 700.0, Some(1500.0)).unwrap();
+        let whole: Vec<_> = t
+            .requests
+            .iter()
+            .filter(|r| (700.0..1500.0).contains(&r.at_seconds))
+            .cloned()
+            .collect();
+        assert_eq!(part.requests, whole);
         let count = |from: f64, to: f64| {
             t.requests
                 .iter()
@@ -240,7 +276,10 @@ mod tests {
             )
             .contains("offers nothing")
         );
-        assert!(err(CURVE, 1e6).contains("at most"));
+        // Too many requests is refused when the run's window is generated.
+        let huge = RateCurve::parse_csv(CURVE, 1e6).unwrap();
+        assert!(huge.generate(1).unwrap_err().contains("at most"));
+        assert!(huge.generate_within(1, 0.0, Some(1.0)).is_ok());
         assert!(err("", 1.0).contains("empty"));
     }
 }

@@ -55,7 +55,9 @@ pub struct Args {
     /// hold=300,decay=120, on-off:rate=6,on=300,off=600; common keys duration (3600 s),
     /// prompt (1024) and output (256) tokens. Or a rate curve from a CSV of windows,
     /// curve:file=FILE,scale=F (seeded Poisson arrivals at F times each window's rate, lengths
-    /// around its means; zero-rate windows are gaps, filled from the window before).
+    /// around its means; zero-rate windows are gaps, filled from the window before; only the
+    /// --from/--until window is generated); FILE bundled:servegen-m-large is a 14-day curve
+    /// of a large language service (about 200 req/s at scale 1).
     #[arg(long, value_name = "SPEC")]
     pub load: Option<String>,
     /// Keep the trace's requests from this time on (seconds, or 90s, 15m, 1h).

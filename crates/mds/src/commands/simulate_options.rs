@@ -57,7 +57,7 @@ fn factor_flag(flag: &str, value: f64) -> Result<f64, Stop> {
 pub(super) fn load(args: &Args) -> Result<(Trace, String), Stop> {
     if let Some(spec) = &args.load {
         if let Some(rest) = spec.trim().strip_prefix("curve:") {
-            return rate_curve(rest, args.seed);
+            return rate_curve(rest, args);
         }
         let synthetic = Synthetic::parse(spec).map_err(|e| unusable(format!("--load: {e}")))?;
         return Ok((synthetic.generate(args.seed), synthetic.describe()));
@@ -126,8 +126,14 @@ pub(super) fn load_stem(args: &Args) -> String {
     }
 }
 
-/// `--load curve:file=FILE,scale=F`.
-fn rate_curve(rest: &str, seed: u64) -> Result<(Trace, String), Stop> {
+/// The rate curves in data/traces, by the name `curve:file=bundled:NAME` takes.
+const BUNDLED_CURVES: &[(&str, &str)] = &[(
+    "servegen-m-large",
+    include_str!("../../../../data/traces/servegen-m-large.per-10min.csv"),
+)];
+
+/// `--load curve:file=FILE,scale=F`: only the `--from`/`--until` window is generated.
+fn rate_curve(rest: &str, args: &Args) -> Result<(Trace, String), Stop> {
     let given = mds_sim::load::key_values("curve", rest, &["file", "scale"])
         .map_err(|e| unusable(format!("--load: {e}")))?;
     let find = |key: &str| given.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
@@ -144,11 +150,37 @@ fn rate_curve(rest: &str, seed: u64) -> Result<(Trace, String), Stop> {
             ));
         }
     };
-    let text = super::read_text(std::path::Path::new(file), super::MAX_INPUT_BYTES)
-        .map_err(|e| unusable(format!("{file}: cannot read: {e}")))?;
+    let text = match file.strip_prefix("bundled:") {
+        Some(name) => match BUNDLED_CURVES.iter().find(|(n, _)| *n == name) {
+            Some((_, text)) => (*text).to_string(),
+            None => {
+                let known: Vec<String> = BUNDLED_CURVES
+                    .iter()
+                    .map(|(n, _)| format!("bundled:{n}"))
+                    .collect();
+                return Err(unusable(format!(
+                    "--load: curve: no bundled curve {name:?}; bundled: {}",
+                    known.join(", ")
+                )));
+            }
+        },
+        None => super::read_text(std::path::Path::new(file), super::MAX_INPUT_BYTES)
+            .map_err(|e| unusable(format!("{file}: cannot read: {e}")))?,
+    };
     let curve = mds_sim::load::RateCurve::parse_csv(&text, scale)
         .map_err(|e| unusable(format!("{file}: {e}")))?;
-    Ok((curve.generate(seed), curve.describe(file)))
+    let from = match &args.from {
+        Some(v) => seconds_flag("from", v)?,
+        None => 0.0,
+    };
+    let until = match &args.until {
+        Some(v) => Some(seconds_flag("until", v)?),
+        None => None,
+    };
+    let trace = curve
+        .generate_within(args.seed, from, until)
+        .map_err(|e| unusable(format!("{file}: {e}")))?;
+    Ok((trace, curve.describe(file)))
 }
 
 /// The trace after --from/--until, --time-scale and --rate, and its description.
