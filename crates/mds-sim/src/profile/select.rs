@@ -95,7 +95,7 @@ pub fn for_target(
             None => {
                 return Err(NoProfile(format!(
                     "instanceType {named:?} names no GPU with a profile of {model}; {}",
-                    nearest(&serving)
+                    nearest(&serving, kind)
                 )));
             }
             Some((gpu, reading)) => {
@@ -124,7 +124,7 @@ pub fn for_target(
                     return Err(NoProfile(format!(
                         "no engine profile of {model} on {} (instanceType {named:?}); {}",
                         gpu.label(),
-                        nearest(&serving)
+                        nearest(&serving, kind)
                     )));
                 }
                 on
@@ -143,7 +143,7 @@ pub fn for_target(
                 return Err(NoProfile(format!(
                     "no engine profile of {model} at tensor parallelism {tp} on {}; {}",
                     on_gpu[0].gpu,
-                    nearest(&on_gpu)
+                    nearest(&on_gpu, kind)
                 )));
             }
             at
@@ -219,10 +219,13 @@ fn served_models() -> String {
     names.join(", ")
 }
 
-/// The profiles that serve the model, where, for the refusal's last words.
-fn nearest(candidates: &[Profile]) -> String {
+/// The profiles that serve the model, where, for the refusal's last words: those on the
+/// target's engine when there are any.
+fn nearest(candidates: &[Profile], kind: Option<EngineKind>) -> String {
+    let same_engine = candidates.iter().any(|p| Some(p.engine) == kind);
     let listed: Vec<String> = candidates
         .iter()
+        .filter(|p| !same_engine || Some(p.engine) == kind)
         .map(|p| format!("{} ({} x{})", p.name, p.gpu, p.gpus_per_pod))
         .collect();
     format!(
@@ -383,6 +386,7 @@ mod tests {
         .unwrap_err()
         .0;
         assert!(e.contains("\"l40s-48g\" names no GPU"), "{e}");
+        assert!(!e.contains("sglang"), "the target's engine only: {e}");
         // Sized past the pool: the 8B's single-GPU profiles say TP1 is all there is.
         let e = pick(
             "meta-llama/Llama-3.1-8B-Instruct",
