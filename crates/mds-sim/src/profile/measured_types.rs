@@ -142,7 +142,7 @@ pub struct Fitted {
     pub kernel_decode_seconds: f64,
     pub kv_read_token_seconds: f64,
     /// Host time the kernel tables do not hold, per step and per decode sequence, fitted
-    /// once per engine on another model's measured serving.
+    /// once per engine on measured serving at tensor parallelisms no profile uses.
     pub host_step_seconds: f64,
     pub host_decode_seconds: f64,
     pub max_num_batched_tokens: u64,
