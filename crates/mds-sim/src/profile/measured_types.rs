@@ -19,8 +19,6 @@ pub enum Gpu {
 }
 
 impl Gpu {
-    pub const ALL: [Gpu; 4] = [Gpu::H100Sxm, Gpu::H100Pcie, Gpu::H200, Gpu::A100];
-
     pub fn hardware(self) -> hardware::Gpu {
         match self {
             Gpu::H100Sxm => hardware::H100_SXM,
@@ -79,13 +77,6 @@ impl Model {
         match self {
             Model::Llama31_8B => hardware::LLAMA3_8B,
             Model::Llama31_70B => hardware::LLAMA31_70B,
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Model::Llama31_8B => "Llama-3.1-8B",
-            Model::Llama31_70B => "Llama-3.1-70B",
         }
     }
 

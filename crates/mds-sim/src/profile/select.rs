@@ -23,38 +23,35 @@ pub struct NoProfile(pub String);
 /// The engine arguments that set tensor parallelism (vLLM's and SGLang's spellings).
 const TENSOR_PARALLEL_FLAGS: &[&str] = &["--tensor-parallel-size", "-tp", "--tp-size", "--tp"];
 
-/// The tensor parallelism a role's engine arguments ask for (`--tensor-parallel-size 4`,
-/// `--tp-size=8`), `None` when they do not say.
-pub fn tensor_parallel(role: &TargetRole) -> Option<u32> {
+/// The value a role's engine arguments give one of `flags` (`--flag value` or
+/// `--flag=value`), the first one set.
+fn flag_value<'a>(role: &'a TargetRole, flags: &[&str]) -> Option<&'a str> {
     let args = &role.extra_args;
     args.iter().enumerate().find_map(|(i, arg)| {
         let (flag, inline) = match arg.split_once('=') {
             Some((flag, value)) => (flag, Some(value)),
             None => (arg.as_str(), None),
         };
-        if !TENSOR_PARALLEL_FLAGS.contains(&flag) {
+        if !flags.contains(&flag) {
             return None;
         }
-        inline
-            .or_else(|| args.get(i + 1).map(String::as_str))
-            .and_then(|v| v.trim().parse().ok())
+        inline.or_else(|| args.get(i + 1).map(String::as_str))
     })
+}
+
+/// The tensor parallelism a role's engine arguments ask for (`--tensor-parallel-size 4`,
+/// `--tp-size=8`), `None` when they do not say.
+pub fn tensor_parallel(role: &TargetRole) -> Option<u32> {
+    flag_value(role, TENSOR_PARALLEL_FLAGS)?.trim().parse().ok()
 }
 
 /// The weights' precision a role's engine arguments ask for (`--quantization fp8`).
 fn quantization(role: &TargetRole) -> Option<Precision> {
-    let args = &role.extra_args;
-    args.iter().enumerate().find_map(|(i, arg)| {
-        let value = match arg.split_once('=') {
-            Some(("--quantization" | "-q", value)) => value,
-            None if arg == "--quantization" || arg == "-q" => args.get(i + 1)?.as_str(),
-            _ => return None,
-        };
-        Some(if value.trim().eq_ignore_ascii_case("fp8") {
-            Precision::Fp8
-        } else {
-            Precision::Bf16
-        })
+    let value = flag_value(role, &["--quantization", "-q"])?;
+    Some(if value.trim().eq_ignore_ascii_case("fp8") {
+        Precision::Fp8
+    } else {
+        Precision::Bf16
     })
 }
 

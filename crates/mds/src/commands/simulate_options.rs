@@ -169,6 +169,15 @@ fn rate_curve(rest: &str, args: &Args) -> Result<(Trace, String), Stop> {
     };
     let curve = mds_sim::load::RateCurve::parse_csv(&text, scale)
         .map_err(|e| unusable(format!("{file}: {e}")))?;
+    let (from, until) = window_flags(args)?;
+    let trace = curve
+        .generate_within(args.seed, from, until)
+        .map_err(|e| unusable(format!("{file}: {e}")))?;
+    Ok((trace, curve.describe(file)))
+}
+
+/// `--from` (0 when unset) and `--until` (`None`: the load's end) in seconds.
+fn window_flags(args: &Args) -> Result<(f64, Option<f64>), Stop> {
     let from = match &args.from {
         Some(v) => seconds_flag("from", v)?,
         None => 0.0,
@@ -177,24 +186,14 @@ fn rate_curve(rest: &str, args: &Args) -> Result<(Trace, String), Stop> {
         Some(v) => Some(seconds_flag("until", v)?),
         None => None,
     };
-    let trace = curve
-        .generate_within(args.seed, from, until)
-        .map_err(|e| unusable(format!("{file}: {e}")))?;
-    Ok((trace, curve.describe(file)))
+    Ok((from, until))
 }
 
 /// The trace after --from/--until, --time-scale and --rate, and its description.
 pub(super) fn shaped(args: &Args, trace: Trace, mut name: String) -> Result<(Trace, String), Stop> {
     let mut trace = trace;
     if args.from.is_some() || args.until.is_some() {
-        let from = match &args.from {
-            Some(v) => seconds_flag("from", v)?,
-            None => 0.0,
-        };
-        let until = match &args.until {
-            Some(v) => Some(seconds_flag("until", v)?),
-            None => None,
-        };
+        let (from, until) = window_flags(args)?;
         trace = trace.window(from, until).map_err(unusable)?;
         let _ = write!(
             name,
