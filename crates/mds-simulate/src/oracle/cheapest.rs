@@ -23,6 +23,21 @@ pub struct Goal<'a> {
     pub attainable: &'a [f64],
     /// Every request offered, attainable or not.
     pub total: f64,
+    /// Seconds the run lasts: a bin that runs past it is paid only for its part within, as
+    /// the GPU-hours are.
+    pub duration: f64,
+}
+
+impl Goal<'_> {
+    /// Requests the vectors must attain: the tier of every request offered, less two standard
+    /// deviations of the count a trace of this size attains by chance at the tier (binomial).
+    /// The curves give the attainment a load expects; a run is one draw of it, and a run
+    /// lucky on its own draw must not beat the bound. On 400 requests at 99 % that is four
+    /// requests (a point); on 400,000, 126 (0.03 points).
+    pub fn wanted(&self) -> f64 {
+        let spread = (self.total * self.tier * (1.0 - self.tier)).max(0.0).sqrt();
+        self.tier * self.total - 2.0 * spread - 1e-9
+    }
 }
 
 /// The curves each bin's attainment is read on: per mix group (module `mix`) each role's
@@ -74,6 +89,29 @@ fn range(role: &RoleDemand, curve: Option<&Curves>, demand: f64) -> (i32, i32) {
     (role.min, hi.clamp(role.min, role.max.max(role.min)))
 }
 
+/// Raises each role's top count so its band partners' top counts stay inside the bands: a
+/// role that saturates at two replicas must still go to four beside eight of a role whose
+/// ratio to it is at most 2, or those eight are never tried.
+fn widen_for_bands(roles: &[RoleDemand], bands: &[Band], ranges: &mut [(i32, i32)]) {
+    for _ in 0..16 {
+        let before = ranges.to_vec();
+        for band in bands {
+            let (n, d) = (band.numerator, band.denominator);
+            if let Some(hi) = band.max.filter(|&m| m > 0.0) {
+                let need = (f64::from(ranges[n].1) / hi - 1e-9).ceil() as i32;
+                ranges[d].1 = ranges[d].1.max(need.min(roles[d].max.max(roles[d].min)));
+            }
+            if let Some(lo) = band.min {
+                let need = (lo * f64::from(ranges[d].1) - 1e-9).ceil() as i32;
+                ranges[n].1 = ranges[n].1.max(need.min(roles[n].max.max(roles[n].min)));
+            }
+        }
+        if ranges == before.as_slice() {
+            return;
+        }
+    }
+}
+
 /// Every vector of the ranges (odometer order).
 fn vectors(ranges: &[(i32, i32)]) -> Vec<Vec<i32>> {
     let mut out = Vec::new();
@@ -120,13 +158,17 @@ pub fn needs(
                 .map(|r| r.tokens_per_second.get(b).copied().unwrap_or(0.0))
                 .collect();
             let curves = curves.of_bin(b);
-            let ranges: Vec<(i32, i32)> = roles
+            let mut ranges: Vec<(i32, i32)> = roles
                 .iter()
                 .zip(curves)
                 .zip(&demand)
                 .map(|((r, c), d)| range(r, *c, *d))
                 .collect();
+            widen_for_bands(roles, bands, &mut ranges);
             let weight = goal.attainable.get(b).copied().unwrap_or(0.0);
+            let paid = bin_seconds
+                .min(goal.duration - b as f64 * bin_seconds)
+                .max(0.0);
             let mut feasible: Vec<(Vec<i32>, f64, f64)> = vectors(&ranges)
                 .into_iter()
                 .filter(|v| bands.iter().all(|band| in_band(band, v)))
@@ -141,14 +183,14 @@ pub fn needs(
                             None => 1.0,
                         })
                         .product();
-                    let cost = gpus(roles, &v) as f64 * bin_seconds;
+                    let cost = gpus(roles, &v) as f64 * paid;
                     (v, cost, weight * share)
                 })
                 .collect();
             if feasible.is_empty() {
                 // A footprint the bands or the budget never admit: the minimums.
                 let v: Vec<i32> = roles.iter().map(|r| r.min).collect();
-                let cost = gpus(roles, &v) as f64 * bin_seconds;
+                let cost = gpus(roles, &v) as f64 * paid;
                 feasible.push((v, cost, 0.0));
             }
             Choices { vectors: feasible }
@@ -176,7 +218,7 @@ pub fn needs(
             .collect();
         (picks, attained)
     };
-    let wanted = goal.tier * goal.total - 1e-9;
+    let wanted = goal.wanted();
     let (mut low, mut high) = (0.0_f64, 1.0_f64);
     let (mut best, attained) = pick(high);
     let mut reached = attained >= wanted;
@@ -239,8 +281,8 @@ mod tests {
         }
     }
 
-    /// The cheapest vectors by trying every one, the oracle.
-    fn brute_force(demand: &[f64], weights: &[f64], tier: f64) -> f64 {
+    /// The cheapest vectors attaining `wanted` requests by trying every one, the oracle.
+    fn brute_force(demand: &[f64], weights: &[f64], wanted: f64) -> f64 {
         let c = curve();
         let bins = demand.len();
         let mut best = f64::INFINITY;
@@ -249,7 +291,7 @@ mod tests {
             let attained: f64 = (0..bins)
                 .map(|b| weights[b] * c.at(n[b], demand[b] / f64::from(n[b])))
                 .sum();
-            if attained >= tier * weights.iter().sum::<f64>() - 1e-9 {
+            if attained >= wanted {
                 best = best.min(n.iter().map(|&x| f64::from(x)).sum());
             }
             let mut i = 0;
@@ -277,11 +319,12 @@ mod tests {
                 tier,
                 attainable: &weights,
                 total: weights.iter().sum(),
+                duration: f64::INFINITY,
             };
             let r = role(&demand);
             let needs = needs(&[r], &BinCurves::one(vec![Some(&c)]), &[], None, 1.0, goal).unwrap();
             let cost: f64 = needs[0].iter().map(|&n| f64::from(n)).sum();
-            let oracle = brute_force(&demand, &weights, tier);
+            let oracle = brute_force(&demand, &weights, goal.wanted());
             // The relaxation's pick reaches the tier at most one bin's replica above the optimum.
             assert!(
                 cost >= oracle && cost <= oracle + 1.0,
@@ -293,6 +336,7 @@ mod tests {
             tier: 1.0,
             attainable: &weights,
             total: weights.iter().sum(),
+            duration: f64::INFINITY,
         };
         assert_eq!(
             needs(
@@ -316,6 +360,7 @@ mod tests {
             tier: 0.9,
             attainable: &weights,
             total: 10.0,
+            duration: f64::INFINITY,
         };
         let mut r = role(&[1000.0]);
         r.max = 2;
@@ -325,6 +370,7 @@ mod tests {
             tier: 0.9,
             attainable: &weights,
             total: 20.0,
+            duration: f64::INFINITY,
         };
         assert!(
             needs(
@@ -337,5 +383,75 @@ mod tests {
             )
             .is_none()
         );
+    }
+
+    /// The goal allows the count a trace of its size misses by chance: two standard
+    /// deviations of a binomial at the tier.
+    #[test]
+    fn the_goal_allows_two_standard_deviations_of_the_traces_own_draw() {
+        let weights = [400.0];
+        let goal = |tier, total| Goal {
+            tier,
+            attainable: &weights,
+            total,
+            duration: f64::INFINITY,
+        };
+        // 400 at 99 %: 396 less 2 × sqrt(400 × 0.99 × 0.01) = 3.98.
+        assert!((goal(0.99, 400.0).wanted() - 392.02).abs() < 0.01);
+        // 400,000 at 99 %: 126 of 396,000.
+        let big = goal(0.99, 400_000.0).wanted();
+        assert!((396_000.0 - big - 125.9).abs() < 0.1, "{big}");
+        // Every request at 100 %: no allowance.
+        assert!((goal(1.0, 400.0).wanted() - 400.0).abs() < 1e-6);
+    }
+
+    /// A last bin that runs past the end of the run is paid only for its part within, so
+    /// the replica the tier needs goes there when it buys the same.
+    #[test]
+    fn a_short_last_bin_is_priced_for_its_part_within_the_run() {
+        let c = curve();
+        // 150 tokens/s per bin: one replica attains half, two all of it.
+        let weights = [10.0, 10.0];
+        let goal = Goal {
+            tier: 0.75,
+            attainable: &weights,
+            total: 20.0,
+            duration: 61.0,
+        };
+        let r = role(&[150.0, 150.0]);
+        let curves = BinCurves::one(vec![Some(&c)]);
+        let needs = needs(&[r], &curves, &[], None, 60.0, goal).unwrap();
+        assert_eq!(needs[0], vec![1, 2]);
+    }
+
+    /// A role that saturates at one replica still goes as high as its band partner needs:
+    /// seven prefill beside a decode role at most half as many needs four decode.
+    #[test]
+    fn a_band_partner_of_a_busy_role_is_tried_above_its_own_saturation() {
+        let c = curve();
+        let weights = [10.0];
+        let goal = Goal {
+            tier: 1.0,
+            attainable: &weights,
+            total: 10.0,
+            duration: f64::INFINITY,
+        };
+        let band = Band {
+            numerator: 0,
+            denominator: 1,
+            min: None,
+            max: Some(2.0),
+        };
+        let curves = BinCurves::one(vec![Some(&c), Some(&c)]);
+        let needs = needs(
+            &[role(&[700.0]), role(&[50.0])],
+            &curves,
+            &[band],
+            None,
+            1.0,
+            goal,
+        )
+        .expect("seven and four reach it");
+        assert_eq!(needs, vec![vec![7], vec![4]]);
     }
 }

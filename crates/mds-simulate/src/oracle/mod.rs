@@ -492,6 +492,7 @@ mod tests {
             tier: 0.99,
             attainable: &weights,
             total: 30.0,
+            duration: f64::INFINITY,
         };
         let curves = BinCurves::one(vec![Some(&c)]);
         let (a, _) = oracles(&[r.clone()], &curves, &[], Some(2), 10.0, 0.0, goal)

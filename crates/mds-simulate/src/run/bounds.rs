@@ -98,15 +98,28 @@ impl CurvePlan {
         options: &RunOptions,
     ) -> Option<Curve> {
         let (group, kind, replicas) = self.measure.get(index)?;
-        crate::capacity::curve(
-            trace,
-            group.map(|g| self.mix.members[g].as_slice()),
-            kind,
-            &options.profile.request,
-            &grader(target, trace, options),
-            *replicas,
-            options.seed,
-        )
+        let subset = group.map(|g| self.mix.members[g].as_slice());
+        let grader = grader(target, trace, options);
+        match options.engine {
+            super::EngineModel::Request => crate::capacity::curve(
+                trace,
+                subset,
+                kind,
+                &options.profile.request,
+                &grader,
+                *replicas,
+                options.seed,
+            ),
+            super::EngineModel::Fluid => crate::capacity::fluid::curve(
+                trace,
+                subset,
+                kind,
+                &options.profile.fluid,
+                &grader,
+                *replicas,
+                options.seed,
+            ),
+        }
     }
 
     /// Each role's curves from the plan's measurements, in its order.
@@ -291,6 +304,7 @@ pub fn bounds(
             tier: goal,
             attainable: &attainable,
             total: trace.requests.len() as f64,
+            duration,
         },
     );
     // The last bin runs past the end of the run: its overhang is not paid.

@@ -446,12 +446,12 @@ fn means(m: &crate::report::Means) -> String {
     )
 }
 
-/// The oracles come from request-level curves; the fluid engine grades shares of each step's
-/// mean request, kinder on long-tailed traces, so a fluid run can come in under them.
+/// Under the fluid engine the knees and the oracles come from its own curves: the header says
+/// so, since they differ from the request engine's for the same load.
 fn fluid_caveat(engine: crate::run::EngineModel) -> &'static str {
     match engine {
         crate::run::EngineModel::Fluid => {
-            "; sized on the request engine: the fluid engine grades each step's mean request and its spread, up to 15 points kinder on long-tailed traces, so a fluid run may come in under them"
+            "; on the fluid engine's curves (each step's mean request and its spread; the request engine's differ)"
         }
         crate::run::EngineModel::Request => "",
     }

@@ -132,11 +132,8 @@ fn the_fluid_engine_and_a_synthetic_load_run() {
         stdout.contains("step from 2 to 12 req/s at 300 s"),
         "{stdout}"
     );
-    // The oracles come from request-level curves: the fluid run says they may not bound it.
-    assert!(
-        stdout.contains("sized on the request engine: the fluid engine grades each step's"),
-        "{stdout}"
-    );
+    // The bounds come from the fluid engine's own curves, and the run says so.
+    assert!(stdout.contains("on the fluid engine's curves"), "{stdout}");
 }
 
 #[test]
