@@ -251,15 +251,24 @@ fn bind(
     };
     if scaler.uid != binding.scaler_uid {
         return refuse(format!(
-            "that scaler has UID {}, not {}",
+            "that scaler has UID {}, not {}: a binding must carry its scaler's UID (a scaler \
+             deleted and created again under the same name is another scaler); remove the \
+             binding from the request and let the Active scaler bind",
             scaler.uid, binding.scaler_uid
         ));
     }
     if scaler.target_name != changes.name {
-        return refuse(format!("that scaler targets {:?}", scaler.target_name));
+        return refuse(format!(
+            "that scaler targets {:?}; remove the binding from the request, or point that \
+             scaler's targetRef here and let it bind",
+            scaler.target_name
+        ));
     }
     if let Some(why) = scaler.not_claiming {
-        return refuse(format!("that scaler {why} and claims no target"));
+        return refuse(format!(
+            "that scaler {why} and claims no target; remove the binding from the request, or \
+             make that scaler Active and let it bind"
+        ));
     }
     let status_term = scaler.status_term.filter(|_| {
         changes.target_uid.is_some() && scaler.status_target_uid.as_deref() == changes.target_uid
