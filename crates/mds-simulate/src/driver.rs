@@ -26,7 +26,7 @@ use crate::peer_drive::{PeerDriver, gpu_budget, role_shapes};
 use crate::peers::Peer;
 use crate::report::{Bin, Recorder, Summary};
 use crate::scaling::{Ctx, Operator, Passed, Scaling};
-use crate::slo::{Grader, IdleReplica, PromptSpread, Slo};
+use crate::slo::{Grader, IdleReplica, Slo};
 use crate::{PassRecord, Scenario, SimError, faults};
 
 /// Who writes the target's counts.
@@ -93,7 +93,7 @@ impl Simulation {
             quota,
             requests,
             slo,
-            prompt_shape,
+            prompts,
         } = scenario;
         let cold_start = longest_cold_start(&roles, &config);
         let warmup = warmup(&roles, &config);
@@ -117,7 +117,7 @@ impl Simulation {
         let deployment = stage_world(&mut world, stored, roles, start)?;
         let request_level = requests.is_some();
         let mut grader = grader(&target, slo, requests.as_ref(), entry_profile);
-        grader.prompts = PromptSpread::gamma(prompt_shape);
+        grader.prompts = prompts;
         if let Some((trace, serving)) = requests {
             world.set_requests(&deployment, trace, serving)?;
         }

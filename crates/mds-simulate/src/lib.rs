@@ -98,7 +98,7 @@ pub struct Scenario {
     pub requests: Option<(Arc<Trace>, RequestServing)>,
     /// What a request is measured against.
     pub slo: Slo,
-    /// The Gamma shape of the load's cache-missed prompt lengths, which a fluid run's grading
-    /// assumes inside each step (`slo::prompt_shape`).
-    pub prompt_shape: f64,
+    /// How the load's cache-missed prompt lengths spread and its arrivals cluster, which a
+    /// fluid run's grading assumes inside each step (`slo::PromptSpread::of`).
+    pub prompts: crate::slo::PromptSpread,
 }

@@ -399,7 +399,7 @@ pub fn scenario(
         request_profile: options.profile.request,
         gpus_per_pod: options.profile.gpus_per_pod,
     };
-    let prompt_shape = crate::slo::prompt_shape(&trace);
+    let prompts = crate::slo::PromptSpread::of(&trace);
     let fluid_load = match options.engine {
         EngineModel::Fluid => trace
             .to_profile(10.0)
@@ -436,7 +436,7 @@ pub fn scenario(
         quota: options.quota.clone(),
         requests,
         slo: options.slo,
-        prompt_shape,
+        prompts,
     })
 }
 

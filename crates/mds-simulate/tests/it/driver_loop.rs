@@ -41,7 +41,7 @@ fn scenario() -> Scenario {
         quota: BTreeMap::new(),
         requests: None,
         slo: Default::default(),
-        prompt_shape: 1.0,
+        prompts: mds_simulate::slo::PromptSpread::default(),
     }
 }
 
