@@ -402,7 +402,7 @@ pub fn scenario(
     let prompts = crate::slo::PromptSpread::of(&trace);
     let fluid_load = match options.engine {
         EngineModel::Fluid => trace
-            .to_profile(10.0)
+            .to_profile(crate::slo::LOAD_BIN_SECONDS)
             .map_err(|e| SimError::Input(format!("the load: {e}")))?,
         EngineModel::Request => LoadProfile::idle(),
     };

@@ -18,10 +18,7 @@ use mds_sim::load::{Arrivals, Trace, TraceRequest};
 use mds_sim::rng::Rng;
 
 use super::{Curve, curve_of, sample, serves, tokens_per_request};
-use crate::slo::Grader;
-
-/// The world's load bins, seconds (`run::scenario` builds the fluid load on them).
-const BIN_SECONDS: f64 = 10.0;
+use crate::slo::{Grader, LOAD_BIN_SECONDS};
 
 /// Seconds an engine may take to drain after the last bin.
 const DRAIN_SECONDS: u32 = 3600;
@@ -63,7 +60,7 @@ fn trial(
     let mut at = 0.0;
     for (_, r) in sampled {
         at += rng.exponential(rate / share);
-        let index = (at / BIN_SECONDS) as usize;
+        let index = (at / LOAD_BIN_SECONDS) as usize;
         if index >= bins.len() {
             bins.resize(index + 1, Arrivals::default());
         }
@@ -89,8 +86,8 @@ fn trial(
         attained += last.served_requests_per_second * within;
     };
     for bin in &bins {
-        let offered = bin.scaled(share / BIN_SECONDS);
-        for _ in 0..BIN_SECONDS as u32 {
+        let offered = bin.scaled(share / LOAD_BIN_SECONDS);
+        for _ in 0..LOAD_BIN_SECONDS as u32 {
             step(&mut engine, &offered);
         }
     }

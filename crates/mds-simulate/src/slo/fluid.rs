@@ -121,7 +121,8 @@ pub fn prompt_shape(trace: &Trace) -> f64 {
     }
 }
 
-/// The fluid world's load bins, seconds: burstiness inside one is what its grading must add.
+/// The fluid world's load bins, seconds (the run cuts a trace into them, `run::scenario`):
+/// burstiness inside one is what its grading must add.
 pub const LOAD_BIN_SECONDS: f64 = 10.0;
 
 /// How bursty `trace`'s arrivals are inside the fluid world's bins: the squared coefficient of

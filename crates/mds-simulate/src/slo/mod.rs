@@ -20,7 +20,7 @@ use mds_sim::engine::request::{RequestProfile, StepWork};
 use mds_sim::load::{Trace, TraceRequest};
 use serde::Serialize;
 
-pub use fluid::{FluidShares, PromptSpread, binomial_at_most, prompt_shape};
+pub use fluid::{FluidShares, LOAD_BIN_SECONDS, PromptSpread, binomial_at_most, prompt_shape};
 
 /// How a request's inter-token latency is read against the ITL objective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    fluid_caveat, knees, ms, per_replica_targets, percent, quota_or_unlimited, refused_line, times,
-    unattainable, world_line,
+    curves_engine_note, knees, ms, per_replica_targets, percent, quota_or_unlimited, refused_line,
+    times, unattainable, world_line,
 };
 use crate::compare::Comparison;
 use crate::run::RunReport;
@@ -66,7 +66,7 @@ fn comparison_header(
             b.goal * 100.0,
             b.oracles(),
             b.static_peak_gpu_hours,
-            fluid_caveat(i.engine)
+            curves_engine_note(i.engine)
         );
     }
 }

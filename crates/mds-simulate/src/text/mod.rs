@@ -326,7 +326,7 @@ fn summary_bounds(out: &mut String, report: &RunReport, b: &crate::run::Bounds) 
                 t.gpu_hours / ob.max(1e-9)
             )),
             b.static_peak_gpu_hours,
-            fluid_caveat(report.inputs.engine)
+            curves_engine_note(report.inputs.engine)
         ),
     );
 }
@@ -448,7 +448,7 @@ fn means(m: &crate::report::Means) -> String {
 
 /// Under the fluid engine the knees and the oracles come from its own curves: the header says
 /// so, since they differ from the request engine's for the same load.
-fn fluid_caveat(engine: crate::run::EngineModel) -> &'static str {
+fn curves_engine_note(engine: crate::run::EngineModel) -> &'static str {
     match engine {
         crate::run::EngineModel::Fluid => {
             "; on the fluid engine's curves (each step's mean request and its spread; the request engine's differ)"
