@@ -41,6 +41,9 @@ pub enum Offered {
 pub enum Statistic {
     Mean,
     Median,
+    /// The slowest request's: a static batch's latency, which ends when its last request
+    /// has its token.
+    Slowest,
 }
 
 /// What a run measured (the point's statistic over its requests; `None`: not published or
@@ -161,7 +164,8 @@ pub const POINTS: [Point; 12] = [
 ];
 
 /// Argonne's 16 prompts of 1,024 tokens prefilled (one output token each) in 0.4257 s
-/// (`Plots/Fig_21/all_results_TTFT.csv`): a held-out check of prefill under concurrency.
+/// (`Plots/Fig_21/all_results_TTFT.csv`): a held-out check of prefill under a burst. The
+/// figure is `benchmark_latency.py`'s: the batch's latency, so its slowest request's TTFT.
 pub const ARGONNE_PREFILL: Point = Point {
     source: "Argonne TTFT",
     engine: VLLM_V0,
@@ -170,7 +174,7 @@ pub const ARGONNE_PREFILL: Point = Point {
     prompt_tokens: 1024,
     output_tokens: 1,
     spread_outputs: false,
-    statistic: Statistic::Mean,
+    statistic: Statistic::Slowest,
     published: Measured {
         ttft_seconds: Some(0.4257),
         tpot_seconds: None,
@@ -260,6 +264,7 @@ pub fn reproduce(point: &Point, profile: RequestProfile) -> Measured {
             values.sort_by(f64::total_cmp);
             values.get(values.len() / 2).copied()
         }
+        Statistic::Slowest => values.into_iter().reduce(f64::max),
     };
     let all = || runs.iter().flatten();
     Measured {
