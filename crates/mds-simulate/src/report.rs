@@ -23,7 +23,7 @@ use mds_sim::engine::StepSummary;
 use mds_sim::{ServedOutcome, ServedRequest};
 use serde::Serialize;
 
-use crate::slo::Grader;
+use crate::slo::{FluidShares, Grader};
 pub use crate::slo::{ItlReading, Slo};
 use mds_sim::engine::gaps::GapLog;
 
@@ -155,6 +155,9 @@ pub struct Recorder {
     first_arrival: f64,
     last_finish: f64,
     timeline: crate::metrics::Timeline,
+    /// The last step graded and its shares: a role's replicas share each bin's load evenly,
+    /// so in a fluid run they step alike and are graded alike, one after another.
+    last_graded: Option<(StepSummary, FluidShares)>,
 }
 
 impl Recorder {
@@ -181,6 +184,7 @@ impl Recorder {
             unrouted: 0.0,
             lost: 0.0,
             timeline: crate::metrics::Timeline::default(),
+            last_graded: None,
         }
     }
 
@@ -300,7 +304,14 @@ impl Recorder {
         if requests <= 0.0 {
             return;
         }
-        let shares = self.grader.slo.fluid_shares(step, &self.grader.prompts);
+        let shares = match self.last_graded {
+            Some((last, shares)) if last == *step => shares,
+            _ => {
+                let shares = self.grader.slo.fluid_shares(step, &self.grader.prompts);
+                self.last_graded = Some((*step, shares));
+                shares
+            }
+        };
         self.finished += requests;
         let bin = self.bin(t);
         bin.requests += requests;
