@@ -81,11 +81,45 @@ impl EngineKind {
 }
 
 /// `spec.engine.name` names an engine the scaler has no metric mapping for.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("engine {0:?} is not supported; the scaler reads vLLM and SGLang metrics")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownEngine(pub String);
 
+impl UnknownEngine {
+    /// The engine a name that is not one most likely means (`vllm-openai` → vLLM).
+    pub fn meant(&self) -> Option<&'static str> {
+        let name = self.0.to_ascii_lowercase();
+        if name.contains("vllm") {
+            Some("vLLM")
+        } else if name.contains("sglang") {
+            Some("SGLang")
+        } else {
+            None
+        }
+    }
+}
+
+impl std::fmt::Display for UnknownEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "engine {:?} is not one the scaler reads", self.0)?;
+        if let Some(meant) = self.meant() {
+            write!(f, " (did you mean {meant}?)")?;
+        }
+        f.write_str(": spec.engine.name names vLLM or SGLang (older revisions: vllm, sglang)")
+    }
+}
+
+impl std::error::Error for UnknownEngine {}
+
 impl ModelDeployment {
+    /// Whether a router fronts the roles: without one GPUStack never confirms a retirement,
+    /// so no role can shrink (TARGET.md section 5).
+    pub fn has_router(&self) -> bool {
+        self.spec
+            .router
+            .as_ref()
+            .is_some_and(|r| !r.name.is_empty())
+    }
+
     /// The engine whose metric mapping applies, from `spec.engine.name` (D2).
     pub fn engine_kind(&self) -> Result<EngineKind, UnknownEngine> {
         match &self.spec.engine {

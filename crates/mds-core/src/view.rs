@@ -106,7 +106,7 @@ impl<'a> View<'a> {
                 .admission
                 .values()
                 .any(|a| *a != WorkloadAdmission::Admitted),
-            router_missing: md.spec.router.as_ref().is_none_or(|r| r.name.is_empty()),
+            router_missing: !md.has_router(),
             instance_types: md
                 .spec
                 .roles

@@ -377,6 +377,7 @@ impl Simulation {
             ready,
             write: passed.write,
             plan: passed.plan,
+            decided: passed.decided,
             forecasts: passed.forecasts,
         }))
     }

@@ -170,6 +170,10 @@ pub struct Trial {
     /// Provisioning, reaction, churn and forecast metrics at the run's goal (module
     /// `metrics`).
     pub metrics: Option<crate::metrics::Metrics>,
+    /// What decided the counts rather than the knob, when something did in over half the
+    /// passes (a bound held throughout, a guard, the quota; module `decided`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 impl Trial {
@@ -598,6 +602,11 @@ fn trial(report: &RunReport, factor: f64, knob: String) -> Trial {
         flaps: row.flaps,
         violations: row.violations,
         metrics: report.metrics.clone(),
+        held: report
+            .decided
+            .iter()
+            .find(|s| s.ends_with("throughout"))
+            .cloned(),
     }
 }
 
@@ -654,6 +663,7 @@ mod tests {
             flaps: 0,
             violations: 0,
             metrics: None,
+            held: None,
         };
         let trials = vec![
             t(0.5, 1.0, 4.0),

@@ -52,7 +52,10 @@ pub fn of(
 /// A TTFT objective the guard can hold: a fixed one (an allowance per prompt token or a
 /// multiple of the idle TTFT has no single target).
 fn fixed_ttft(slo: &Slo) -> Option<f64> {
-    (slo.ttft_per_1k_prompt_seconds == 0.0 && slo.ttft_scale.is_none()).then_some(slo.ttft_seconds)
+    (slo.ttft_per_1k_prompt_seconds == 0.0
+        && slo.ttft_scale.is_none()
+        && slo.ttft_classes.is_empty())
+    .then_some(slo.ttft_seconds)
 }
 
 fn ms(seconds: f64) -> String {

@@ -4,6 +4,7 @@
 
 pub mod capacity;
 pub mod compare;
+pub mod decided;
 mod driver;
 pub mod faults;
 pub mod fragment;
@@ -70,6 +71,10 @@ pub struct PassRecord {
     pub write: Option<(String, bool)>,
     /// Each planned role's raw recommendation and reason.
     pub plan: BTreeMap<String, (i32, String)>,
+    /// What decided a role's count when the algorithm did not (module `decided`): `floor`,
+    /// `ceiling`, `latency-guard-added`, `latency-guard-held`, `not-admitted`, `no-router`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub decided: BTreeMap<String, String>,
     /// Predictive's forecast per role, where it made one.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub forecasts: BTreeMap<String, Forecast>,

@@ -389,6 +389,7 @@ mod tests {
             ready: counts(n),
             write: None,
             plan: BTreeMap::new(),
+            decided: BTreeMap::new(),
             forecasts: forecast
                 .map(|(demand, value)| {
                     BTreeMap::from([(

@@ -278,6 +278,7 @@ impl Scaling for PeerDriver {
                 .into_iter()
                 .map(|(role, n)| (role, (n, name.clone())))
                 .collect(),
+            decided: BTreeMap::new(),
             forecasts: BTreeMap::new(),
         }))
     }

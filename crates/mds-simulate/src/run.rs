@@ -220,7 +220,7 @@ impl Bounds {
         match (self.oracle_a_gpu_hours, self.oracle_b_gpu_hours) {
             (Some(a), Some(b)) => format!("Oracle A {a:.2} GPU-h, Oracle B {b:.2} GPU-h"),
             _ => format!(
-                "no oracle: no replicas within maxReplicas, the bands and the quota reach {} %",
+                "no oracle, since no count within maxReplicas, the ratio bands and the quota serves {} % of requests within the SLO",
                 self.goal * 100.0
             ),
         }
@@ -243,6 +243,10 @@ pub struct RunReport {
     /// The faults applied, with their windows and how often they struck (absent without).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<AppliedFault>,
+    /// What decided the counts where the load did not: a bound, a guard, the quota or the
+    /// router rule (module `decided`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decided: Vec<String>,
 }
 
 /// The longest run, in simulated seconds (a week): longer ones are refused, not run for
@@ -334,7 +338,14 @@ pub fn run_with(
         hardware: Hardware::of(&options.profile),
         refusals: crate::slo::Refusals::of(&trace, &options.profile),
         engine: options.engine,
-        router: options.router.as_str().to_string(),
+        router: if target.has_router() {
+            options.router.as_str().to_string()
+        } else {
+            format!(
+                "{} (the target has no spec.router: no retirement completes)",
+                options.router.as_str()
+            )
+        },
         seed: options.seed,
         cold_start_seconds: options.cold_start().as_secs_f64(),
         cold_start_spread: options.profile.cold_start_spread,
@@ -350,6 +361,17 @@ pub fn run_with(
             .collect(),
     };
     let start = start();
+    let role_bounds: BTreeMap<String, (i32, i32)> = scaler
+        .spec
+        .roles
+        .iter()
+        .map(|r| {
+            (
+                r.name.clone(),
+                (r.min_replicas.unwrap_or(1), r.max_replicas),
+            )
+        })
+        .collect();
     let scenario = scenario(scaler, target, trace, options)?;
     let end = start + SignedDuration::from_secs_f64(end_seconds.max(1.0));
     let mut sim = Simulation::scaled_by(scenario, by)?;
@@ -373,6 +395,7 @@ pub fn run_with(
         bounds: None,
         metrics: None,
         bins,
+        decided: crate::decided::sentences(&passes, &role_bounds),
         passes,
         violations,
         faults,

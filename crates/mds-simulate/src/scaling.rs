@@ -44,6 +44,8 @@ pub(crate) struct Passed {
     pub rollback: bool,
     /// Each planned role's raw recommendation and reason.
     pub plan: BTreeMap<String, (i32, String)>,
+    /// What decided a role's count when the algorithm did not (module `decided`).
+    pub decided: BTreeMap<String, String>,
     /// Predictive's forecasts.
     pub forecasts: BTreeMap<String, crate::Forecast>,
 }
@@ -130,6 +132,12 @@ impl Scaling for Operator {
                 .iter()
                 .flat_map(|p| &p.roles)
                 .map(|r| (r.name.clone(), (r.raw, r.reason.as_str().to_string())))
+                .collect(),
+            decided: report
+                .plan
+                .iter()
+                .flat_map(|p| &p.roles)
+                .filter_map(|r| Some((r.name.clone(), crate::decided::decider(r)?.to_string())))
                 .collect(),
             forecasts: report
                 .plan

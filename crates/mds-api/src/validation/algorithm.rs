@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Report;
 use crate::defaults::effective_algorithm_type;
-use crate::quantity::Quantity;
+use crate::quantity::{Decimal, Quantity};
 use crate::spec::{
     AlgorithmType, ModelDeploymentScalerSpec, PredictiveParams, ProportionalParams, Ratio,
     TokenThroughputParams,
@@ -240,7 +240,13 @@ fn check_token_throughput(
         ),
     ];
     for (field, value) in fields {
-        report.positive_quantity(&format!("{base}.{field}"), value.as_ref());
+        let path = format!("{base}.{field}");
+        let Some(v) = report.positive_quantity(&path, value.as_ref()) else {
+            continue;
+        };
+        if field.ends_with("Milliseconds") {
+            latency_unit_slip(report, &path, v);
+        }
     }
     check_capacities(
         base,
@@ -254,6 +260,33 @@ fn check_token_throughput(
         kinds,
         report,
     );
+}
+
+/// A latency target under a millisecond or over ten minutes is almost surely a unit slip
+/// ("0.5" meant as seconds): no engine meets the one, the other never guards; both are
+/// admitted, with a warning naming the field and the value meant.
+fn latency_unit_slip(report: &mut Report, path: &str, value: Decimal) {
+    use std::cmp::Ordering::{Greater, Less};
+    const TEN_MINUTES_MS: i64 = 600_000;
+    let ms = value.to_f64();
+    // `cmp_ratio` compares the ratio with the value: `Greater` means the value is below it.
+    if value.cmp_ratio(1, 1) == Greater {
+        report.warn(
+            path,
+            format!(
+                "{ms} ms is under one millisecond: the field is in milliseconds, so no engine meets it and the latency guard keeps adding replicas; for {ms} s write \"{}\"",
+                ms * 1000.0
+            ),
+        );
+    } else if value.cmp_ratio(TEN_MINUTES_MS, 1) == Less {
+        report.warn(
+            path,
+            format!(
+                "{ms} ms is over ten minutes: the field is in milliseconds, so the latency guard would never act; if it is in microseconds, write \"{}\"",
+                ms / 1000.0
+            ),
+        );
+    }
 }
 
 /// Every scaled non-encode kind needs a capacity; without the target, at least one must be

@@ -142,7 +142,7 @@ pub(super) fn check(
         && let Err(unknown) = target.engine_kind()
     {
         report.warn(
-            "spec.targetRef.name",
+            format!("ModelDeployment {md_name:?} spec.engine.name"),
             format!("{unknown}; the scaler will report WaitingForMetrics for this target"),
         );
     }

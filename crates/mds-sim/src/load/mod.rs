@@ -15,6 +15,7 @@
 //! [`Trace::rate_multiplied`]), or generated from a rate [`Shape`] by [`Synthetic`].
 
 pub mod curve;
+mod stamps;
 pub mod synthetic;
 pub mod trace;
 mod transform;
@@ -22,6 +23,7 @@ mod transform;
 use thiserror::Error;
 
 pub use curve::RateCurve;
+pub use stamps::seconds_not_milliseconds;
 pub use synthetic::{Shape, Synthetic, items, key_values, parse_seconds};
 pub use trace::{Trace, TraceError, TraceRequest};
 pub use transform::MAX_MULTIPLIED_REQUESTS;

@@ -3,9 +3,10 @@
 //!
 //! Formats read:
 //! - Azure LLM inference traces (2023): header `TIMESTAMP,ContextTokens,GeneratedTokens`,
-//!   timestamps `YYYY-MM-DD HH:MM:SS.fffffff` without a zone, CRLF or LF lines, sorted by time.
+//!   timestamps `YYYY-MM-DD HH:MM:SS.fffffff` without a zone (also RFC 3339 or Unix seconds,
+//!   module `stamps`), CRLF or LF lines, sorted by time.
 //!   These traces carry no prefix information: every prompt token misses the cache.
-//! - Mooncake JSONL: one object per line with `timestamp` (ms from the start), `input_length`,
+//! - Mooncake JSONL: one object per line with `timestamp` (ms from the start, whole or not), `input_length`,
 //!   `output_length` and `hash_ids` (one id per 512-token prompt block, chained so that a shared
 //!   leading run of ids is a shared prefix). Prefix hits are what an unlimited cache would
 //!   serve: the leading run of blocks seen before, in tokens, at most the prompt length.
@@ -13,10 +14,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use jiff::civil::DateTime;
-use serde::Deserialize;
 use thiserror::Error;
 
+use super::stamps::{AZURE_FORMATS, AzureStamp, mooncake_row};
 use super::{Load, LoadError, LoadProfile, Segment};
 
 /// One request of a trace.
@@ -84,7 +84,7 @@ impl Trace {
             }
             None => return Err(error(1, "the file is empty; expected a header")),
         }
-        let mut first: Option<DateTime> = None;
+        let mut first: Option<AzureStamp> = None;
         let mut requests = Vec::new();
         for (line, row) in lines {
             if row.is_empty() {
@@ -100,14 +100,23 @@ impl Trace {
                     ),
                 ));
             };
-            let at: DateTime = stamp.trim().parse().map_err(|e| {
+            let at = AzureStamp::parse(stamp).ok_or_else(|| {
                 error(
                     line,
-                    format!("TIMESTAMP {stamp:?} is not a date and time: {e}"),
+                    format!("TIMESTAMP {stamp:?} is not a time; expected {AZURE_FORMATS}"),
                 )
             })?;
             let origin = *first.get_or_insert(at);
-            let at_seconds = at.duration_since(origin).as_secs_f64();
+            let at_seconds = at.seconds_since(origin).ok_or_else(|| {
+                error(
+                    line,
+                    format!(
+                        "TIMESTAMP {stamp:?} is {}, but the first row's is {}; one file uses one format",
+                        at.format(),
+                        origin.format()
+                    ),
+                )
+            })?;
             let count = |name: &str, text: &str| {
                 text.trim().parse::<u32>().map_err(|_| {
                     error(
@@ -131,14 +140,6 @@ impl Trace {
 
     /// Reads a Mooncake JSONL trace, with prefix hits of an unlimited cache.
     pub fn parse_mooncake_jsonl(text: &str) -> Result<Trace, TraceError> {
-        #[derive(Deserialize)]
-        struct Row {
-            timestamp: u64,
-            input_length: u32,
-            output_length: u32,
-            #[serde(default)]
-            hash_ids: Vec<u64>,
-        }
         let mut seen: BTreeSet<u64> = BTreeSet::new();
         let mut requests = Vec::new();
         for (i, row) in text.lines().enumerate() {
@@ -146,12 +147,7 @@ impl Trace {
             if row.trim().is_empty() {
                 continue;
             }
-            let row: Row = serde_json::from_str(row).map_err(|e| {
-                error(
-                    line,
-                    format!("not a request object (timestamp, input_length, output_length, hash_ids): {e}"),
-                )
-            })?;
+            let row = mooncake_row(row).map_err(|message| error(line, message))?;
             let leading_hits = row
                 .hash_ids
                 .iter()
@@ -164,7 +160,7 @@ impl Trace {
                 &mut requests,
                 line,
                 TraceRequest {
-                    at_seconds: row.timestamp as f64 / 1000.0,
+                    at_seconds: row.timestamp_ms / 1000.0,
                     prompt_tokens: row.input_length,
                     output_tokens: row.output_length,
                     prefix_hit_tokens: hit_tokens as u32,

@@ -272,9 +272,13 @@ pub fn gamma_q(a: f64, x: f64) -> f64 {
 impl Slo {
     /// The TTFT objective of a request of `prompt` tokens whose idle-replica TTFT is `idle`.
     pub fn ttft_objective(&self, prompt: f64, idle: f64) -> f64 {
+        let (base, per_1k) = match self.ttft_classes.of(prompt) {
+            Some(class) => (class.seconds, class.per_1k_prompt_seconds),
+            None => (self.ttft_seconds, self.ttft_per_1k_prompt_seconds),
+        };
         match self.ttft_scale {
             Some(k) => k * idle,
-            None => self.ttft_seconds + self.ttft_per_1k_prompt_seconds * prompt / 1000.0,
+            None => base + per_1k * prompt / 1000.0,
         }
     }
 

@@ -12,6 +12,7 @@
 //!   whose decode step alone at its context exceeds the ITL objective, or that the engine
 //!   refuses (longer than the model's context). No count of replicas serves it in time.
 
+mod classes;
 mod fluid;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use mds_sim::engine::request::{RequestProfile, StepWork};
 use mds_sim::load::{Trace, TraceRequest};
 use serde::Serialize;
 
+pub use classes::{MAX_CLASSES, TtftClass, TtftClasses};
 pub use fluid::{FluidShares, LOAD_BIN_SECONDS, PromptSpread, binomial_at_most, prompt_shape};
 
 /// How a request's inter-token latency is read against the ITL objective.
@@ -61,6 +63,9 @@ pub struct Slo {
     /// The TTFT objective as this multiple of the request's idle-replica TTFT, instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_scale: Option<f64>,
+    /// Longer prompts' own TTFT objectives (`--slo-ttft 500ms,4k=2s`), above the base.
+    #[serde(skip_serializing_if = "TtftClasses::is_empty")]
+    pub ttft_classes: TtftClasses,
     pub itl_seconds: f64,
     pub itl_reading: ItlReading,
 }
@@ -75,6 +80,7 @@ impl Default for Slo {
             ttft_seconds: 0.5,
             ttft_per_1k_prompt_seconds: 0.0,
             ttft_scale: None,
+            ttft_classes: TtftClasses::default(),
             itl_seconds: 0.05,
             itl_reading: ItlReading::P95,
         }
@@ -106,16 +112,46 @@ impl Slo {
         Ok((base, allowance))
     }
 
+    /// `TIME[+TIME/1k][,TOKENS=TIME[+TIME/1k]...]`, as `--slo-ttft` takes it: the base
+    /// objective and the prompt classes above it.
+    pub fn parse_ttft_classes(text: &str) -> Result<((f64, f64), TtftClasses), String> {
+        let mut items = text.split(',');
+        let base = Slo::parse_ttft(items.next().unwrap_or_default())?;
+        let rest: Vec<&str> = items.collect();
+        Ok((base, TtftClasses::parse(&rest)?))
+    }
+
     /// What a request must meet, in words, for every table's header.
     pub fn describe(&self) -> String {
+        let objective = |base: f64, per_1k: f64| {
+            if per_1k > 0.0 {
+                format!("{} ms + {} ms per 1k prompt tokens", ms(base), ms(per_1k))
+            } else {
+                format!("{} ms", ms(base))
+            }
+        };
+        let classes: Vec<String> = self
+            .ttft_classes
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} from {} prompt tokens",
+                    objective(c.seconds, c.per_1k_prompt_seconds),
+                    c.from_prompt_tokens
+                )
+            })
+            .collect();
         let ttft = match self.ttft_scale {
             Some(k) => format!("TTFT <= {k}x its idle-replica TTFT"),
-            None if self.ttft_per_1k_prompt_seconds > 0.0 => format!(
-                "TTFT <= {} ms + {} ms per 1k prompt tokens",
-                ms(self.ttft_seconds),
-                ms(self.ttft_per_1k_prompt_seconds)
+            None if !classes.is_empty() => format!(
+                "TTFT <= {}, {}",
+                objective(self.ttft_seconds, self.ttft_per_1k_prompt_seconds),
+                classes.join(", ")
             ),
-            None => format!("TTFT <= {} ms", ms(self.ttft_seconds)),
+            None => format!(
+                "TTFT <= {}",
+                objective(self.ttft_seconds, self.ttft_per_1k_prompt_seconds)
+            ),
         };
         let itl = match self.itl_reading {
             ItlReading::P95 => format!("its p95 inter-token gap <= {} ms", ms(self.itl_seconds)),
@@ -126,15 +162,19 @@ impl Slo {
 }
 
 /// A latency objective in seconds. It needs its unit: a bare `500` is far more often meant as
-/// 500 ms than as the 500 s it would read as, so it is refused with that suggestion.
+/// 500 ms than as the 500 s it would read as (and a bare `2` as 2 s), so it is refused with
+/// the suggestion its size makes.
 pub fn latency(text: &str) -> Result<f64, String> {
     let trimmed = text.trim();
     if trimmed.starts_with('-') {
         return Err("a duration must be positive".into());
     }
-    if trimmed.parse::<f64>().is_ok() {
+    if let Ok(number) = trimmed.parse::<f64>() {
+        // Latency objectives are tens of milliseconds to a few seconds: a small number was
+        // meant as seconds, a large one as milliseconds.
+        let unit = if number < 20.0 { "s" } else { "ms" };
         return Err(format!(
-            "a latency needs its unit (ms, s): did you mean {trimmed}ms?"
+            "a latency needs its unit (ms, s): did you mean {trimmed}{unit}?"
         ));
     }
     mds_sim::load::parse_seconds(trimmed)

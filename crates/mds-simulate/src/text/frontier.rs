@@ -114,10 +114,10 @@ fn frontier_tier(out: &mut String, f: &Frontier, i: usize, t: &TierBounds) {
             c.scale_actions_per_hour,
             c.flaps,
             c.knob,
-            if point.at_grid_edge {
-                " (grid's edge: widen --frontier-grid)"
-            } else {
-                ""
+            match (&c.held, point.at_grid_edge) {
+                (Some(held), _) => format!(" ({held}: the knob cannot change it)"),
+                (None, true) => " (grid's edge: widen --frontier-grid)".to_string(),
+                (None, false) => String::new(),
             }
         );
     }

@@ -314,17 +314,20 @@ fn summary_service(out: &mut String, report: &RunReport) {
 fn summary_bounds(out: &mut String, report: &RunReport, b: &crate::run::Bounds) {
     let t = &report.summary.totals;
     row(out, "knee", knees(b));
+    let oracles = match b.oracle_b_gpu_hours {
+        Some(ob) => format!(
+            "{} at {} % (this run {:.2}x Oracle B), ",
+            b.oracles(),
+            b.goal * 100.0,
+            t.gpu_hours / ob.max(1e-9)
+        ),
+        None => format!("{}; ", b.oracles()),
+    };
     row(
         out,
         "GPU-hours bounds",
         format!(
-            "{} at {} %{}, static peak {:.2} GPU-h{}",
-            b.oracles(),
-            b.goal * 100.0,
-            b.oracle_b_gpu_hours.map_or(String::new(), |ob| format!(
-                " (this run {:.2}x Oracle B)",
-                t.gpu_hours / ob.max(1e-9)
-            )),
+            "{oracles}static peak {:.2} GPU-h{}",
             b.static_peak_gpu_hours,
             curves_engine_note(report.inputs.engine)
         ),
@@ -351,6 +354,13 @@ fn summary_scaling(out: &mut String, report: &RunReport) {
             t.scale_actions, s.scale_actions_per_hour, t.flaps
         ),
     );
+    for (i, sentence) in report.decided.iter().enumerate() {
+        row(
+            out,
+            if i == 0 { "decided by" } else { "" },
+            sentence.clone(),
+        );
+    }
     row(
         out,
         "unadmitted growth",

@@ -321,7 +321,7 @@ fn world() -> impl proptest::strategy::Strategy<Value = World> {
     );
     (
         prop::collection::vec(segment, 1..=3),
-        0u8..3,
+        0u8..4,
         any::<bool>(),
         1i32..=3,
         any::<bool>(),
@@ -376,10 +376,20 @@ fn frontier_of_world(w: &World) -> Frontier {
             ttft_per_1k_prompt_seconds: 0.1,
             ..Slo::default()
         },
-        _ => Slo {
+        2 => Slo {
             ttft_scale: Some(3.0),
             ..Slo::default()
         },
+        _ => {
+            let ((base, per_1k), classes) =
+                Slo::parse_ttft_classes("300ms,1k=800ms,4k=2s+50ms/1k").unwrap();
+            Slo {
+                ttft_seconds: base,
+                ttft_per_1k_prompt_seconds: per_1k,
+                ttft_classes: classes,
+                ..Slo::default()
+            }
+        }
     };
     if w.mean_itl {
         options.slo.itl_reading = ItlReading::Mean;

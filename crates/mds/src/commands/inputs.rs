@@ -9,7 +9,7 @@ use mds_api::validation::Report;
 use mds_simulate::replay::synthetic_target;
 use serde_json::Value;
 
-use crate::manifest::scaler::{read_scaler, read_status, read_target, write_report};
+use crate::manifest::scaler::{read_scaler, read_status, read_target, target_typos, write_report};
 use crate::manifest::{Document, holdings, parse_documents};
 
 /// Exit status when the scaler or target is one admission refuses (as `mds validate`).
@@ -134,6 +134,13 @@ pub fn admitted(
                     &format!("{}: {}: invalid", doc.label(), doc.describe()),
                     &report,
                 ));
+            }
+            for typo in target_typos(doc) {
+                notes.push_str(&super::warning_line(&format!(
+                    "{}: {}: {typo}",
+                    doc.label(),
+                    doc.describe()
+                )));
             }
             let value = serde_json::to_value(&doc.value)
                 .map_err(|e| unusable(format!("{}: cannot be read as JSON: {e}", doc.label())))?;

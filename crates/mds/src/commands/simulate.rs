@@ -131,10 +131,11 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The TTFT objective: a time, or a time plus an allowance per 1,000 prompt tokens for
-    /// long-prompt traces (500ms+100ms/1k).
+    /// long-prompt traces (500ms+100ms/1k); then, comma-separated, prompt classes with their
+    /// own objective, TOKENS=TIME (500ms,4k=2s: 2 s for prompts of 4,000 tokens and more).
     #[arg(
         long,
-        value_name = "TIME[+TIME/1k]",
+        value_name = "TIME[+TIME/1k][,TOKENS=TIME...]",
         default_value = "500ms",
         allow_hyphen_values = true
     )]
@@ -193,6 +194,11 @@ pub struct Args {
     /// No progress bar, even on a terminal.
     #[arg(long)]
     pub no_progress: bool,
+    /// Simulate `spec.mode` and `spec.suspend` as written. Without it, a Shadow or suspended
+    /// scaler (which only reports, so never scales) is simulated as Active, answering "what
+    /// would it do if it wrote the counts", and the output's first line says so.
+    #[arg(long)]
+    pub as_written: bool,
 }
 
 pub fn run_command(args: &Args) -> ExitCode {
@@ -214,6 +220,21 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         return Ok((list_profiles(), 0));
     }
     let case = prepare(args, notes)?;
+    // What was said about the inputs is read before the results (and before a long run).
+    super::emit("", notes);
+    notes.clear();
+    let (out, code) = run_prepared(args, case, notes)?;
+    Ok((out, code))
+}
+
+/// The run `case` asks for; its output starts with the headline `prepare` wrote.
+fn run_prepared(args: &Args, case: Prepared, notes: &mut String) -> Result<(String, u8), Stop> {
+    let headline = case.headline.clone();
+    let (out, code) = run_case(args, case, notes)?;
+    Ok((headline + &out, code))
+}
+
+fn run_case(args: &Args, case: Prepared, notes: &mut String) -> Result<(String, u8), Stop> {
     if let (true, Some(path)) = (args.suggest, &args.metrics) {
         return super::simulate_suggest::from_metrics(
             path,
@@ -225,13 +246,6 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
     if args.suggest {
         return suggest(args, case);
     }
-    // The scaler's own targets drive its guards; the SLO only grades: say when they differ.
-    if let Some(note) = mds_simulate::guards::of(&case.scaler, &case.target)
-        .ok()
-        .and_then(|g| mds_simulate::guards::differ_note(g, &case.options.slo))
-    {
-        notes.push_str(&super::note_line(&note));
-    }
     // Without a scaler of one's own, or a comparison or a suggestion asked for, the first
     // screen is the frontier of the bundled example.
     let frontier = match &args.frontier {
@@ -241,6 +255,15 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
         }
         None => None,
     };
+    // The scaler's own targets drive its guards; the SLO only grades: say when they differ,
+    // before the results. A scaler without token targets has no guard targets of its own;
+    // then only the token rows derived from it have any, and only when they run.
+    if let Some(g) = mds_simulate::guards::of(&case.scaler, &case.target).ok()
+        && (g.in_spec || derived_token_rows_run(frontier.is_some(), args.compare.as_deref()))
+        && let Some(note) = mds_simulate::guards::differ_note(g, &case.options.slo)
+    {
+        super::emit("", &super::note_line(&note));
+    }
     if let Some(tiers) = &frontier {
         return frontier_run(args, case, tiers, notes);
     }
@@ -258,6 +281,20 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
     }
 }
 
+/// Whether our token algorithms run with targets derived from the scaler's capacity: the
+/// frontier's default policies, `--compare all`, or a list naming them.
+fn derived_token_rows_run(frontier: bool, compare: Option<&str>) -> bool {
+    match compare {
+        None => frontier,
+        Some(list) => list.split(',').any(|name| {
+            matches!(
+                name.trim(),
+                "all" | "mds-tokenthroughput" | "mds-predictive"
+            )
+        }),
+    }
+}
+
 /// Everything a run needs, read from the flags and the manifests and checked.
 struct Prepared {
     scaler: ModelDeploymentScaler,
@@ -269,6 +306,9 @@ struct Prepared {
     cold_starts: Vec<Option<SignedDuration>>,
     /// The quotas as the report shows them.
     quota_note: String,
+    /// Lines the output starts with: how the scaler as written was changed to be simulated,
+    /// and what holds its counts whatever the load.
+    headline: String,
 }
 
 /// The scaler and its target as admission would take them (the target in its own file, in the
@@ -295,18 +335,35 @@ fn prepare(args: &Args, notes: &mut String) -> Result<Prepared, Stop> {
         None => None,
     };
     let stand_in = target_docs.is_none();
-    let Admitted { scaler, target } = admitted(
+    let Admitted { mut scaler, target } = admitted(
         (&scaler_docs, &scaler_name),
         target_docs,
         "simulated",
         notes,
     )?;
+    let mut headline = if args.as_written {
+        String::new()
+    } else {
+        super::simulate_scaler::simulated_as_active(&mut scaler)
+    };
     let model = target
         .pointer("/spec/model/name")
         .and_then(|m| m.as_str())
         .map(str::to_string);
     let target: ModelDeployment = serde_json::from_value(target)
         .map_err(|e| unusable(format!("the target cannot be read: {e}")))?;
+    if target
+        .spec
+        .engine
+        .as_ref()
+        .is_some_and(|e| !e.name.is_empty())
+        && let Err(unknown) = target.engine_kind()
+    {
+        return Err(unusable(format!(
+            "ModelDeployment {:?} spec.engine.name: {unknown}; no engine serves it in the simulation",
+            target.metadata.name.as_deref().unwrap_or_default()
+        )));
+    }
     if args.profile.is_none() {
         let chosen = mds_sim::profile::for_target(
             model.as_deref(),
@@ -317,7 +374,7 @@ fn prepare(args: &Args, notes: &mut String) -> Result<Prepared, Stop> {
         options.profile = chosen.profile;
         options.profile_why = chosen.why;
     }
-    let (trace, name) = load(args)?;
+    let (trace, name) = load(args, notes)?;
     let (trace, name) = shaped(args, trace, name)?;
     let quota_note = if args.quota.iter().any(|q| q == "auto") {
         mds_simulate::compare::auto_quota(&scaler, &target, &trace, &mut options)
@@ -332,8 +389,17 @@ fn prepare(args: &Args, notes: &mut String) -> Result<Prepared, Stop> {
     };
     let cold_starts = cold_starts(args)?;
     check_quota_types(&options, &target, stand_in)?;
+    for warning in super::simulate_scaler::quota_below_floor(
+        &options.quota,
+        &scaler,
+        &target,
+        options.profile.gpus_per_pod,
+    ) {
+        notes.push_str(&super::warning_line(&warning));
+    }
     check_fluid_reading(&options, &target)?;
     check_something_fits(&options, &trace)?;
+    headline.push_str(&super::simulate_scaler::held_by_target(&scaler, &target));
     Ok(Prepared {
         scaler,
         target,
@@ -342,6 +408,7 @@ fn prepare(args: &Args, notes: &mut String) -> Result<Prepared, Stop> {
         options,
         cold_starts,
         quota_note,
+        headline,
     })
 }
 

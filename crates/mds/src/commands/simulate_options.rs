@@ -54,7 +54,7 @@ fn factor_flag(flag: &str, value: f64) -> Result<f64, Stop> {
 }
 
 /// The trace to offer and its description.
-pub(super) fn load(args: &Args) -> Result<(Trace, String), Stop> {
+pub(super) fn load(args: &Args, notes: &mut String) -> Result<(Trace, String), Stop> {
     if let Some(spec) = &args.load {
         if let Some(rest) = spec.trim().strip_prefix("curve:") {
             return rate_curve(rest, args);
@@ -105,6 +105,12 @@ pub(super) fn load(args: &Args) -> Result<(Trace, String), Stop> {
     let trace = parsed.map_err(|e| unusable(format!("{name}: {e}")))?;
     if trace.requests.is_empty() {
         return Err(unusable(format!("{name}: holds no request")));
+    }
+    if jsonl
+        && args.time_scale.is_none()
+        && let Some(note) = mds_sim::load::seconds_not_milliseconds(&trace.requests)
+    {
+        notes.push_str(&super::warning_line(&format!("{name}: {note}")));
     }
     Ok((trace, name))
 }
@@ -239,7 +245,7 @@ pub(super) fn options(args: &Args) -> Result<RunOptions, Stop> {
     if let [one] = cold_starts(args)?.as_slice() {
         options.cold_start = *one;
     }
-    let (ttft, allowance) = Slo::parse_ttft(&args.slo_ttft)
+    let ((ttft, allowance), ttft_classes) = Slo::parse_ttft_classes(&args.slo_ttft)
         .map_err(|rule| bad_flag("slo-ttft", &args.slo_ttft, &rule))?;
     let itl = mds_simulate::slo::latency(&args.slo_itl)
         .map_err(|rule| bad_flag("slo-itl", &args.slo_itl, &rule))?;
@@ -261,6 +267,7 @@ pub(super) fn options(args: &Args) -> Result<RunOptions, Stop> {
         ttft_seconds: ttft,
         ttft_per_1k_prompt_seconds: allowance,
         ttft_scale: args.slo_scale,
+        ttft_classes,
         itl_seconds: itl,
         itl_reading,
     };

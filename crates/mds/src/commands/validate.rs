@@ -8,7 +8,7 @@ use mds_api::spec::{GROUP, VERSION};
 use mds_api::target::ModelDeployment;
 use mds_api::validation::{Finding, Report};
 
-use crate::manifest::scaler::{read_scaler, read_target, write_report};
+use crate::manifest::scaler::{read_scaler, read_target, target_typos, write_report};
 use crate::manifest::{Document, holdings, parse_documents};
 
 #[derive(clap::Args, Debug)]
@@ -189,7 +189,22 @@ fn read_targets(placed: &[Placed], report: &mut String) -> (Vec<ModelDeployment>
     let mut targets: Vec<ModelDeployment> = Vec::new();
     for p in placed.iter().filter(|p| p.doc.is("ModelDeployment")) {
         match read_target(p.doc) {
-            Ok(md) => targets.push(md),
+            Ok(md) => {
+                let typos = target_typos(p.doc);
+                if !typos.is_empty() {
+                    let header = format!(
+                        "{}: {}: read, with warnings",
+                        p.doc.label(),
+                        p.doc.describe()
+                    );
+                    let findings = Report {
+                        errors: vec![],
+                        warnings: typos,
+                    };
+                    write_report(report, &header, &findings);
+                }
+                targets.push(md);
+            }
             Err(findings) => {
                 let header = format!("{}: {}: invalid", p.doc.label(), p.doc.describe());
                 let findings = Report {
@@ -317,6 +332,16 @@ fn check_scaler(
     let read = read_scaler(doc);
     let target = context.find(read.target_name.as_deref(), read.namespace.as_deref());
     let mut report: Report = read.check(target);
+    // What would hold the scaler at its counts whatever the load is said first.
+    if let Some(why) = target.and_then(super::simulate_scaler::router_hold) {
+        report.warnings.insert(
+            0,
+            Finding {
+                path: "spec.targetRef.name".into(),
+                message: why,
+            },
+        );
+    }
     let wanted = match (&read.target_name, &read.namespace) {
         (Some(name), Some(ns)) => format!("ModelDeployment {name:?} in namespace {ns:?}"),
         (Some(name), None) => format!("ModelDeployment {name:?}"),

@@ -142,6 +142,70 @@ pub fn read_target(doc: &Document) -> Result<ModelDeployment, Vec<Finding>> {
     }
 }
 
+/// The fields of a ModelDeployment the scaler reads, by parent (`[]`: any list item). A
+/// target carries many more (GPUStack's own), which are kept and not reported.
+const TARGET_FIELDS: &[(&str, &[&str])] = &[
+    ("", &["apiVersion", "kind", "metadata", "spec", "status"]),
+    ("spec", &["model", "engine", "router", "roles"]),
+    (
+        "spec.roles[]",
+        &[
+            "name",
+            "kind",
+            "replicas",
+            "size",
+            "instanceType",
+            "command",
+            "elasticEp",
+            "ports",
+            "extraArgs",
+        ],
+    ),
+    ("spec.engine", &["name", "version"]),
+    (
+        "spec.router",
+        &[
+            "name",
+            "replicas",
+            "image",
+            "extraArgs",
+            "requestTimeoutSeconds",
+        ],
+    ),
+    ("spec.model", &["name"]),
+];
+
+/// A ModelDeployment's fields that look like misspellings of one the scaler reads
+/// (`replicsa`, `rolse`): warnings with a did-you-mean. Other unknown fields are GPUStack's
+/// and pass silently.
+pub fn target_typos(doc: &Document) -> Vec<Finding> {
+    let collected = collect::<ModelDeployment>(&doc.value, None);
+    let mut out = Vec::new();
+    for path in &collected.unknown {
+        let Some((Seg::Key(key), parent)) = path.split_last() else {
+            continue;
+        };
+        let pattern = render(parent)
+            .replace("(document)", "")
+            .split('[')
+            .map(|part| part.split_once(']').map_or(part, |(_, rest)| rest))
+            .collect::<Vec<_>>()
+            .join("[]");
+        let Some((_, known)) = TARGET_FIELDS.iter().find(|(p, _)| *p == pattern) else {
+            continue;
+        };
+        if let Some(near) = closest(key, known.iter().copied()) {
+            out.push(Finding {
+                path: render(path),
+                message: format!(
+                    "is not a ModelDeployment field the scaler reads; did you mean {near}? (the scaler reads the target's {near} and ignores {key})"
+                ),
+            });
+        }
+    }
+    out
+}
+
 /// Writes a report: a header line, then each error and warning indented under it.
 pub fn write_report(out: &mut String, header: &str, report: &Report) {
     // The same finding lines the admission webhook returns.

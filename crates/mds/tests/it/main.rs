@@ -17,4 +17,5 @@ mod replay;
 mod report_browser;
 mod simulate;
 mod simulate_faults;
+mod simulate_own_setup;
 mod webhook;

@@ -205,6 +205,10 @@ fn bad_inputs_are_errors_naming_the_flag_or_line() {
             "--slo-ttft \"500\": a latency needs its unit (ms, s): did you mean 500ms?",
         ),
         (
+            vec!["--slo-ttft", "2"],
+            "--slo-ttft \"2\": a latency needs its unit (ms, s): did you mean 2s?",
+        ),
+        (
             vec!["--slo-ttft", "500ms+100/1k"],
             "--slo-ttft \"500ms+100/1k\": the allowance \"100\": a latency needs its unit (ms, s): did you mean 100ms?",
         ),
@@ -1399,17 +1403,18 @@ fn slips_get_errors_that_name_the_fix() {
     );
 }
 
-/// Warnings and notes (a dropped unknown field, no --target) come after the results, where a
-/// reader finishing the table sees them (issue 27 item 10): one stream, in the order written.
+/// Warnings and notes about the inputs (a dropped unknown field, no --target) come before the
+/// results, as a reader of the scaler file expects them (issue 46 item 8; issue 27 had put
+/// them after): one stream, in the order written.
 #[test]
-fn warnings_print_after_the_results() {
+fn warnings_about_the_inputs_print_before_the_results() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let chat = std::fs::read_to_string(format!("{root}/examples/simulate/chat.yaml")).unwrap();
     let scaler_only = chat.split("---\n").nth(1).unwrap().replace(
         "      itlTargetMilliseconds: \"50\"\n",
         "      itlTargetMilliseconds: \"50\"\n      stableWindowSecs: 60\n",
     );
-    let scratch = Scratch::new("warnings-after");
+    let scratch = Scratch::new("warnings-before");
     let path = scratch.file("scaler.yaml", &scaler_only);
     let out = std::process::Command::new("sh")
         .arg("-c")
@@ -1427,7 +1432,7 @@ fn warnings_print_after_the_results() {
     let warning = both
         .find("did you mean stableWindowSeconds?")
         .unwrap_or_else(|| panic!("{both}"));
-    assert!(results < note && results < warning, "{both}");
+    assert!(note < results && warning < results, "{both}");
 }
 
 /// Runs `mds simulate ARGS` in `dir` with no report directory set, as a user's shell would.
