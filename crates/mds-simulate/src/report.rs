@@ -35,6 +35,12 @@ pub struct Percentiles {
     pub p99: Option<f64>,
 }
 
+impl Percentiles {
+    pub fn is_empty(&self) -> bool {
+        self.p50.is_none()
+    }
+}
+
 /// One bin of the run (or the whole run).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Bin {
@@ -53,6 +59,10 @@ pub struct Bin {
     /// Requests no scale serves within the SLO (module `slo`).
     pub unattainable: f64,
     pub ttft: Percentiles,
+    /// Each finished request's TTFT over its own objective (1 = at it), where objectives
+    /// differ by request (an allowance, prompt classes, `--slo-scale`; request engine).
+    #[serde(skip_serializing_if = "Percentiles::is_empty")]
+    pub ttft_of_objective: Percentiles,
     /// Over every gap between output tokens.
     pub itl: Percentiles,
     /// Over requests' mean gaps.
@@ -122,6 +132,7 @@ struct Acc {
     ttft_slow: f64,
     tpot_slow: f64,
     ttft: Vec<(f64, f64)>,
+    ttft_of_objective: Vec<(f64, f64)>,
     tpot: Vec<(f64, f64)>,
     gpu_seconds: f64,
     unadmitted_seconds: f64,
@@ -266,6 +277,7 @@ impl Recorder {
         let objective = self.grader.ttft_objective(r.id);
         let unattainable = self.grader.unattainable(r.id);
         let itl = self.grader.slo.itl_seconds;
+        let varies = self.grader.slo.objective_varies();
         // The engine counted the gaps over this same objective (the scenario gives it).
         let bin = self.bin(r.arrival);
         bin.requests += 1.0;
@@ -283,6 +295,9 @@ impl Recorder {
                 bin.tpot_slow += f64::from(u8::from(!mean_ok));
                 if let Some(t) = r.ttft_seconds {
                     bin.ttft.push((t, 1.0));
+                    if varies {
+                        bin.ttft_of_objective.push((t / objective, 1.0));
+                    }
                 }
                 if let Some(t) = r.itl_seconds {
                     bin.tpot.push((t, 1.0));
@@ -521,6 +536,7 @@ fn close(
         attainment_mean_itl: share(acc.attained_mean),
         unattainable: acc.unattainable,
         ttft: percentiles(&acc.ttft),
+        ttft_of_objective: percentiles(&acc.ttft_of_objective),
         itl: gaps.unwrap_or(tpot),
         tpot,
         gpu_hours: acc.gpu_seconds / 3600.0,

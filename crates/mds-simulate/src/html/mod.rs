@@ -307,6 +307,15 @@ fn latency_chart(c: &Comparison, itl: bool, featured_name: Option<&str>) -> Stri
         .map(|(run, _)| run)
         .take(PALETTE.len())
         .collect();
+    // Objectives of their own per request (an allowance, prompt classes, a scale): each
+    // request's TTFT is drawn as a share of its own objective, against 100 %.
+    let own = !itl
+        && c.runs
+            .first()
+            .is_some_and(|r| r.inputs.slo.objective_varies())
+        && shown
+            .iter()
+            .any(|r| r.bins.iter().any(|b| !b.ttft_of_objective.is_empty()));
     let series = shown
         .iter()
         .enumerate()
@@ -319,23 +328,35 @@ fn latency_chart(c: &Comparison, itl: bool, featured_name: Option<&str>) -> Stri
                 .bins
                 .iter()
                 .filter_map(|b| {
-                    let p = if itl { b.itl.p95 } else { b.ttft.p95 };
-                    Some((minute(b.start, b.seconds), p? * 1000.0))
+                    let (p, unit) = match (itl, own) {
+                        (true, _) => (b.itl.p95, 1000.0),
+                        (false, true) => (b.ttft_of_objective.p95, 100.0),
+                        (false, false) => (b.ttft.p95, 1000.0),
+                    };
+                    Some((minute(b.start, b.seconds), p? * unit))
                 })
                 .collect(),
         })
         .collect();
     let name = if itl { "ITL" } else { "TTFT" };
+    let (reference, title, axis) = if own {
+        (
+            ("each request's own objective".to_string(), 100.0),
+            "p95 of each request's TTFT over its own objective, per minute".to_string(),
+            "p95 TTFT (% of its objective, log scale)".to_string(),
+        )
+    } else {
+        (
+            (format!("SLO {:.0} ms", slo * 1000.0), slo * 1000.0),
+            format!("p95 {name} per minute against the SLO"),
+            format!("p95 {name} (ms, log scale)"),
+        )
+    };
     LineChart {
-        references: vec![(format!("SLO {:.0} ms", slo * 1000.0), slo * 1000.0)],
+        references: vec![reference],
         log_y: true,
         bands: shown.first().map(|r| fault_bands(r)).unwrap_or_default(),
-        ..LineChart::over_minutes(
-            &name.to_lowercase(),
-            format!("p95 {name} per minute against the SLO"),
-            &format!("p95 {name} (ms, log scale)"),
-            series,
-        )
+        ..LineChart::over_minutes(&name.to_lowercase(), title, &axis, series)
     }
     .render()
 }

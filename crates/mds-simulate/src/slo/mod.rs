@@ -121,6 +121,14 @@ impl Slo {
         Ok((base, TtftClasses::parse(&rest)?))
     }
 
+    /// Whether requests have objectives of their own (an allowance, prompt classes, a
+    /// scale), so a flat line cannot show the SLO.
+    pub fn objective_varies(&self) -> bool {
+        self.ttft_per_1k_prompt_seconds > 0.0
+            || self.ttft_scale.is_some()
+            || !self.ttft_classes.is_empty()
+    }
+
     /// What a request must meet, in words, for every table's header.
     pub fn describe(&self) -> String {
         let objective = |base: f64, per_1k: f64| {

@@ -357,3 +357,76 @@ fn trace_times_in_other_formats_are_read_or_named() {
     let (stdout, stderr, code) = run(&float);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
 }
+
+#[test]
+fn an_slo_per_prompt_class_grades_reports_and_plots_each_request_against_its_own_objective() {
+    let scratch = Scratch::new("slo-classes");
+    let page = scratch.0.join("run.html").display().to_string();
+    let json = scratch.0.join("run.json").display().to_string();
+    let run = |slo: &str| {
+        mds(
+            &[
+                "simulate",
+                "--no-progress",
+                "--compare",
+                "none",
+                "--until",
+                "10m",
+                "--slo-ttft",
+                slo,
+                "--report",
+                &page,
+                "--json",
+                &json,
+            ],
+            None,
+        )
+    };
+    let out = run("500ms,4k=2s");
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("SLO                 TTFT <= 500 ms, 2000 ms from 4000 prompt tokens and its p95 inter-token gap <= 50 ms"),
+        "{stdout}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        report["inputs"]["slo"]["ttft_classes"],
+        serde_json::json!([{"from_prompt_tokens": 4000, "seconds": 2.0}])
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("p95 of each request's TTFT over its own objective"),
+        "the TTFT plot"
+    );
+    assert!(
+        html.contains("each request's own objective"),
+        "its reference line"
+    );
+
+    // A flat objective keeps the flat line.
+    let out = run("500ms");
+    assert_eq!(out.status.code(), Some(0));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("SLO 500 ms") && !html.contains("own objective"));
+
+    for (slo, says) in [
+        ("500ms,4k", "a prompt class is TOKENS=TIME"),
+        ("500ms,8k=2s,4k=1s", "from shorter to longer prompts"),
+        ("500ms,4k=2", "did you mean 2s?"),
+    ] {
+        let out = run(slo);
+        assert_eq!(out.status.code(), Some(2), "{slo}");
+        assert!(
+            text(&out.stderr).contains(says),
+            "{slo}: {}",
+            text(&out.stderr)
+        );
+    }
+}
