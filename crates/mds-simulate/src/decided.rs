@@ -5,12 +5,14 @@
 use std::collections::BTreeMap;
 
 use mds_planner::{Guard, Limit, Reason, RolePlan};
+use serde::Serialize;
 
 use crate::PassRecord;
 
 /// What decided one role's count in one pass, when the algorithm's own answer did not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Decider {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decider {
     /// The algorithm asked for fewer than minReplicas.
     Floor,
     /// The algorithm asked for more than maxReplicas.
@@ -26,30 +28,6 @@ pub(crate) enum Decider {
 }
 
 impl Decider {
-    fn label(self) -> &'static str {
-        match self {
-            Decider::Floor => "floor",
-            Decider::Ceiling => "ceiling",
-            Decider::LatencyGuardAdded => "latency-guard-added",
-            Decider::LatencyGuardHeld => "latency-guard-held",
-            Decider::NotAdmitted => "not-admitted",
-            Decider::NoRouter => "no-router",
-        }
-    }
-
-    fn from_label(label: &str) -> Option<Decider> {
-        [
-            Decider::Floor,
-            Decider::Ceiling,
-            Decider::LatencyGuardAdded,
-            Decider::LatencyGuardHeld,
-            Decider::NotAdmitted,
-            Decider::NoRouter,
-        ]
-        .into_iter()
-        .find(|d| d.label() == label)
-    }
-
     /// The sentence for `passes` of `of` passes of `role`, bounds `(min, max)`.
     fn sentence(self, role: &str, (min, max): (i32, i32), passes: usize, of: usize) -> String {
         let share = format!("in {passes} of {of} passes");
@@ -74,12 +52,12 @@ impl Decider {
 
 /// What decided a role's count in a pass of ours, from its plan; `None` when the algorithm
 /// (with its pacing) did.
-pub(crate) fn decider(r: &RolePlan) -> Option<&'static str> {
+pub(crate) fn decider(r: &RolePlan) -> Option<Decider> {
     let bound = r.limits.iter().find_map(|l| match l {
         Limit::Bound { min, max } => Some((*min, *max)),
         _ => None,
     });
-    let decided = match r.reason {
+    match r.reason {
         Reason::ResourceExhausted => Some(Decider::NotAdmitted),
         Reason::LatencyGuardScaleUp => Some(Decider::LatencyGuardAdded),
         _ if bound.is_some_and(|(_, max)| r.raw > max && r.constrained == max) => {
@@ -96,8 +74,7 @@ pub(crate) fn decider(r: &RolePlan) -> Option<&'static str> {
             Some(Decider::NoRouter)
         }
         _ => None,
-    };
-    decided.map(Decider::label)
+    }
 }
 
 /// The sentences for a run's passes, given each role's bounds `(min, max)`: a role whose
@@ -123,10 +100,8 @@ pub fn sentences(passes: &[PassRecord], bounds: &BTreeMap<String, (i32, i32)>) -
             continue;
         }
         let mut tally: BTreeMap<Decider, usize> = BTreeMap::new();
-        for label in passes.iter().filter_map(|p| p.decided.get(role)) {
-            if let Some(d) = Decider::from_label(label) {
-                *tally.entry(d).or_default() += 1;
-            }
+        for &d in passes.iter().filter_map(|p| p.decided.get(role)) {
+            *tally.entry(d).or_default() += 1;
         }
         let mut ranked: Vec<(Decider, usize)> = tally.into_iter().collect();
         ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -143,7 +118,7 @@ pub fn sentences(passes: &[PassRecord], bounds: &BTreeMap<String, (i32, i32)>) -
 mod tests {
     use super::*;
 
-    fn pass(n: i32, decided: Option<&str>) -> PassRecord {
+    fn pass(n: i32, decided: Option<Decider>) -> PassRecord {
         PassRecord {
             t: 0.0,
             replicas: [("server".to_string(), n)].into(),
@@ -151,7 +126,7 @@ mod tests {
             write: None,
             plan: BTreeMap::new(),
             decided: decided
-                .map(|d| [("server".to_string(), d.to_string())].into())
+                .map(|d| [("server".to_string(), d)].into())
                 .unwrap_or_default(),
             forecasts: BTreeMap::new(),
         }
@@ -163,7 +138,7 @@ mod tests {
 
     #[test]
     fn a_role_that_never_left_its_floor_is_held_at_it_throughout() {
-        let passes = vec![pass(2, Some("floor")), pass(2, None)];
+        let passes = vec![pass(2, Some(Decider::Floor)), pass(2, None)];
         assert_eq!(
             sentences(&passes, &bounds()),
             ["server held at minReplicas 2 throughout"]
@@ -173,9 +148,9 @@ mod tests {
     #[test]
     fn deciders_are_counted_most_passes_first() {
         let passes = vec![
-            pass(3, Some("latency-guard-added")),
-            pass(8, Some("ceiling")),
-            pass(8, Some("ceiling")),
+            pass(3, Some(Decider::LatencyGuardAdded)),
+            pass(8, Some(Decider::Ceiling)),
+            pass(8, Some(Decider::Ceiling)),
             pass(4, None),
         ];
         assert_eq!(
@@ -225,11 +200,11 @@ mod decider_tests {
         let cases = [
             (
                 role(8, 12, 8, Reason::PacingBounded, vec![bound()]),
-                Some("ceiling"),
+                Some(Decider::Ceiling),
             ),
             (
                 role(2, 1, 2, Reason::PacingBounded, vec![bound()]),
-                Some("floor"),
+                Some(Decider::Floor),
             ),
             (
                 role(
@@ -239,19 +214,19 @@ mod decider_tests {
                     Reason::PacingBounded,
                     vec![Limit::Guard(Guard::NoRouter)],
                 ),
-                Some("no-router"),
+                Some(Decider::NoRouter),
             ),
             (
                 role(3, 2, 3, Reason::LatencyGuardHold, vec![]),
-                Some("latency-guard-held"),
+                Some(Decider::LatencyGuardHeld),
             ),
             (
                 role(3, 3, 4, Reason::LatencyGuardScaleUp, vec![]),
-                Some("latency-guard-added"),
+                Some(Decider::LatencyGuardAdded),
             ),
             (
                 role(3, 5, 3, Reason::ResourceExhausted, vec![]),
-                Some("not-admitted"),
+                Some(Decider::NotAdmitted),
             ),
             // The algorithm's own answer, paced or not, names nothing.
             (role(3, 5, 5, Reason::TokenThroughput, vec![]), None),

@@ -74,7 +74,7 @@ pub struct PassRecord {
     /// What decided a role's count when the algorithm did not (module `decided`): `floor`,
     /// `ceiling`, `latency-guard-added`, `latency-guard-held`, `not-admitted`, `no-router`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub decided: BTreeMap<String, String>,
+    pub decided: BTreeMap<String, decided::Decider>,
     /// Predictive's forecast per role, where it made one.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub forecasts: BTreeMap<String, Forecast>,

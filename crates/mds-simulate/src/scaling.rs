@@ -45,7 +45,7 @@ pub(crate) struct Passed {
     /// Each planned role's raw recommendation and reason.
     pub plan: BTreeMap<String, (i32, String)>,
     /// What decided a role's count when the algorithm did not (module `decided`).
-    pub decided: BTreeMap<String, String>,
+    pub decided: BTreeMap<String, crate::decided::Decider>,
     /// Predictive's forecasts.
     pub forecasts: BTreeMap<String, crate::Forecast>,
 }
@@ -137,7 +137,7 @@ impl Scaling for Operator {
                 .plan
                 .iter()
                 .flat_map(|p| &p.roles)
-                .filter_map(|r| Some((r.name.clone(), crate::decided::decider(r)?.to_string())))
+                .filter_map(|r| Some((r.name.clone(), crate::decided::decider(r)?)))
                 .collect(),
             forecasts: report
                 .plan

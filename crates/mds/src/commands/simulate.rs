@@ -223,12 +223,7 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
     // What was said about the inputs is read before the results (and before a long run).
     super::emit("", notes);
     notes.clear();
-    let (out, code) = run_prepared(args, case, notes)?;
-    Ok((out, code))
-}
-
-/// The run `case` asks for; its output starts with the headline `prepare` wrote.
-fn run_prepared(args: &Args, case: Prepared, notes: &mut String) -> Result<(String, u8), Stop> {
+    // The output starts with the headline `prepare` wrote.
     let headline = case.headline.clone();
     let (out, code) = run_case(args, case, notes)?;
     Ok((headline + &out, code))
