@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::jobs::{self, Job};
+use crate::peers::file::PeerFile;
 use crate::roster::{self, PeerName};
 use crate::run::{self, Bounds, RunOptions, RunReport};
 use crate::slo::ItlReading;
@@ -29,6 +30,9 @@ pub enum Contender {
     /// A peer, its one sizing knob at `factor` times its setting from the scaler's capacity
     /// (1: as configured; module `roster`).
     Peer { name: PeerName, factor: f64 },
+    /// A team's own autoscaler from its file (`--peer`), its targets at `factor` times what
+    /// the file says (1: as written).
+    File { peer: Arc<PeerFile>, factor: f64 },
 }
 
 impl Contender {
@@ -41,6 +45,7 @@ impl Contender {
         match self {
             Contender::Mds { name, .. } => name.clone(),
             Contender::Peer { name, .. } => name.as_str().to_string(),
+            Contender::File { peer, .. } => peer.name.clone(),
         }
     }
 }
@@ -282,6 +287,15 @@ pub(crate) fn run_one(
                 &mut |_| {},
             )
         }
+        Contender::File { peer, factor } => run::run_with(
+            scaler.clone(),
+            target.clone(),
+            case.trace.clone(),
+            case.load,
+            options,
+            ScaledBy::Peer(peer.build(*factor)),
+            &mut |_| {},
+        ),
     }
 }
 

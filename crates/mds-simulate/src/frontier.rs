@@ -14,12 +14,14 @@
 //! peer and factor) run once. The result is the same for a seed whatever the job count.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::capacity::{Curve, Curves, Knee};
 use crate::compare::{self, Case, Contender};
 use crate::peers::Targets;
+use crate::peers::file::PeerFile;
 use crate::roster::{self, Knob, PeerName};
 use crate::run::{self, Bounds, RunReport};
 use crate::{SimError, suggest, tune};
@@ -128,6 +130,9 @@ pub enum Policy {
     /// The scaler as given, tuned by `--suggest`: a labelled row of its own.
     Tuned,
     Peer(PeerName),
+    /// A team's own autoscaler from its file (`--peer`), swept over its targets; factor 1 is
+    /// the file as written and is always tried.
+    File(Arc<PeerFile>),
 }
 
 impl Policy {
@@ -136,6 +141,7 @@ impl Policy {
             Policy::Ours(name) => name.clone(),
             Policy::Tuned => "mds --suggest".into(),
             Policy::Peer(p) => p.as_str().into(),
+            Policy::File(f) => f.name.clone(),
         }
     }
 
@@ -144,11 +150,12 @@ impl Policy {
             Policy::Ours(name) if name == "mds-proportional" => Knob::RequestTarget,
             Policy::Ours(_) | Policy::Tuned => Knob::Capacity,
             Policy::Peer(p) => p.knob(),
+            Policy::File(_) => Knob::FileTargets,
         }
     }
 
     pub fn ours(&self) -> bool {
-        !matches!(self, Policy::Peer(_))
+        !matches!(self, Policy::Peer(_) | Policy::File(_))
     }
 }
 
@@ -284,6 +291,7 @@ fn key(contender: &Contender) -> String {
     match contender {
         Contender::Mds { scaler, .. } => serde_json::to_string(&scaler.spec).unwrap_or_default(),
         Contender::Peer { name, factor } => format!("{}@{factor}", name.as_str()),
+        Contender::File { peer, factor } => format!("file {}@{factor}", peer.name),
     }
 }
 
@@ -295,7 +303,11 @@ fn knob_text(policy: &Policy, targets: &Targets, factor: f64) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    if let Policy::File(file) = policy {
+        return file.knob_text(factor);
+    }
     match policy.knob() {
+        Knob::FileTargets => String::new(),
         Knob::Capacity => each(&targets.tokens_per_second, "tokens/s", 0),
         Knob::RequestTarget => each(&targets.queue_depth, "requests", 1),
         Knob::KvTarget => format!("KV target {:.2}", roster::kv_target(factor)),
@@ -331,6 +343,10 @@ fn contender(
         }
         Policy::Peer(name) => Ok(Contender::Peer {
             name: *name,
+            factor,
+        }),
+        Policy::File(peer) => Ok(Contender::File {
+            peer: peer.clone(),
             factor,
         }),
     }

@@ -205,6 +205,8 @@ pub enum Knob {
     KvThreshold,
     /// The Dynamo-like planner's SLA targets (default: the SLO).
     SlaTargets,
+    /// Every target a team's own autoscaler file names (`--peer`; factor 1: as written).
+    FileTargets,
 }
 
 impl Knob {
@@ -215,6 +217,7 @@ impl Knob {
             Knob::KvTarget => "KV target",
             Knob::KvThreshold => "KV threshold",
             Knob::SlaTargets => "SLA targets",
+            Knob::FileTargets => "its targets",
         }
     }
 }

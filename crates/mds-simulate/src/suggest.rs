@@ -12,6 +12,7 @@
 //! seed, run side by side.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -20,6 +21,7 @@ use mds_api::ModelDeploymentScaler;
 
 use crate::SimError;
 use crate::compare::{self, Case, Contender};
+use crate::peers::file::PeerFile;
 
 /// One setting tried.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -42,18 +44,23 @@ impl Trial {
     }
 }
 
-/// A peer at the suggested capacity.
+/// A peer priced on the same world: a team's own (`--peer`) as written, else a default peer
+/// configured from the suggested capacity.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PeerCost {
     pub peer: String,
     pub attainment: Option<f64>,
     pub gpu_hours: f64,
+    /// The team's own file, as written (not a setting derived from our capacity).
+    pub as_written: bool,
 }
 
-/// The default peers configured from `scaler`'s capacity, on `case`'s world.
+/// The team's own peers as written, when given; else the default peers configured from
+/// `scaler`'s capacity; on `case`'s world.
 fn peers_at(
     case: &Case,
     scaler: &ModelDeploymentScaler,
+    own: &[Arc<PeerFile>],
     threads: usize,
 ) -> Result<Vec<PeerCost>, SimError> {
     let case = Case {
@@ -61,6 +68,19 @@ fn peers_at(
         trace: case.trace.clone(),
         ..*case
     };
+    if !own.is_empty() {
+        let contenders: Vec<Contender> = own
+            .iter()
+            .map(|peer| Contender::File {
+                peer: peer.clone(),
+                factor: 1.0,
+            })
+            .collect();
+        return Ok(priced(
+            compare::run_all(&case, &contenders, threads, &|_| {})?,
+            true,
+        ));
+    }
     // Only the peers whose knob the capacity sets (a KV or SLA knob is not configured from it).
     let contenders: Vec<Contender> = crate::frontier::DEFAULT_PEERS
         .iter()
@@ -75,15 +95,22 @@ fn peers_at(
             factor: 1.0,
         })
         .collect();
-    let reports = compare::run_all(&case, &contenders, threads, &|_| {})?;
-    Ok(reports
+    Ok(priced(
+        compare::run_all(&case, &contenders, threads, &|_| {})?,
+        false,
+    ))
+}
+
+fn priced(reports: Vec<crate::run::RunReport>, as_written: bool) -> Vec<PeerCost> {
+    reports
         .into_iter()
         .map(|r| PeerCost {
             peer: r.inputs.scaler.clone(),
             attainment: r.summary.totals.attainment,
             gpu_hours: r.summary.totals.gpu_hours,
+            as_written,
         })
-        .collect())
+        .collect()
 }
 
 /// GPU-hours within this share of the cheapest are a near-tie, broken toward headroom (the
@@ -133,8 +160,9 @@ pub struct Suggestion {
     pub guard_changes: Vec<String>,
     /// Each role kind's knee at the goal: no target above it is suggested.
     pub ceiling: Ceiling,
-    /// The default peers configured from the suggested capacity (they use it too), each with
-    /// its attainment and GPU-hours on the same world.
+    /// The team's own peers as written (`--peer`), else the default peers configured from
+    /// the suggested capacity (they use it too), each with its attainment and GPU-hours on
+    /// the same world.
     pub peers: Vec<PeerCost>,
     /// Every setting tried, by factor.
     pub trials: Vec<Trial>,
@@ -330,7 +358,13 @@ fn run_factors(
 }
 
 /// The search (module documentation).
-pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, SimError> {
+/// `own`: the team's autoscalers (`--peer`), priced as written beside the suggestion.
+pub fn suggest(
+    case: &Case,
+    goal: f64,
+    own: &[Arc<PeerFile>],
+    threads: usize,
+) -> Result<Suggestion, SimError> {
     // The pasted scaler's guards aim at the SLO it was searched for (module `guards`).
     let (aimed, guard_changes) = crate::guards::aimed_at(case.scaler, &case.options.slo)?;
     let case = &Case {
@@ -382,7 +416,8 @@ pub fn suggest(case: &Case, goal: f64, threads: usize) -> Result<Suggestion, Sim
         None => (None, None),
     };
     let peers = match &tuned {
-        Some(t) => peers_at(case, &t.scaler, threads)?,
+        Some(t) => peers_at(case, &t.scaler, own, threads)?,
+        None if !own.is_empty() => peers_at(case, case.scaler, own, threads)?,
         None => Vec::new(),
     };
     Ok(Suggestion {

@@ -35,6 +35,12 @@ pub(super) fn search_rounds(
     let mut wanted: Vec<(usize, f64)> = (0..policies.len())
         .flat_map(|i| search.grid.factors().into_iter().map(move |f| (i, f)))
         .collect();
+    // A team's own file is also run as written, whatever the grid.
+    for (i, p) in policies.iter().enumerate() {
+        if matches!(p, Policy::File(_)) && !wanted.contains(&(i, 1.0)) {
+            wanted.push((i, 1.0));
+        }
+    }
     let mut measured: Vec<Option<Curve>> = Vec::new();
     for round in 0..=search.refinements {
         let batch = round_batch(case, policies, targets, &wanted, &done, &mut tried)?;

@@ -3,9 +3,11 @@
 
 use std::fmt::Write as _;
 
+use super::styles;
 use super::svg::{LineChart, PALETTE, Series, escape};
-use super::{DRAWN, STYLE};
-use crate::text::{percent, quota_or_unlimited, times as ratio};
+use super::{DRAWN, STYLE, World, world_rows};
+use crate::roster::Knob;
+use crate::text::{per_replica_targets, percent, quota_or_unlimited, times as ratio};
 
 /// One policy's frontier as a line: its trials that no cheaper trial beats on attainment,
 /// by GPU-hours.
@@ -29,26 +31,17 @@ fn frontier_line(p: &crate::frontier::PolicyFrontier) -> Vec<(f64, f64)> {
 }
 
 fn frontier_chart(f: &crate::frontier::Frontier, index: usize) -> String {
-    let (mut ours, mut peers) = (0, 0);
+    let drawn = styles::styles(&f.policies.iter().map(|p| p.ours).collect::<Vec<_>>());
     let series: Vec<Series> = f
         .policies
         .iter()
-        .map(|p| {
-            // Ours take the first four colours, solid; peers the rest, dashed.
-            let colour = if p.ours {
-                ours += 1;
-                PALETTE[(ours - 1) % 4]
-            } else {
-                peers += 1;
-                PALETTE[4 + (peers - 1) % (PALETTE.len() - 4)]
-            };
-            Series {
-                name: p.policy.clone(),
-                colour,
-                dashed: !p.ours,
-                steps: false,
-                points: frontier_line(p),
-            }
+        .zip(drawn)
+        .map(|(p, style)| Series {
+            name: p.policy.clone(),
+            colour: style.colour,
+            dash: style.dash,
+            steps: false,
+            points: frontier_line(p),
         })
         .collect();
     // The window: from ten points under the lowest tier to 100 %, and over the GPU-hours
@@ -110,6 +103,7 @@ fn frontier_chart(f: &crate::frontier::Frontier, index: usize) -> String {
         log_y: false,
         bands: Vec::new(),
         window,
+        end_labels: true,
     }
     .render()
 }
@@ -143,7 +137,104 @@ fn frontier_table(out: &mut String, f: &crate::frontier::Frontier) {
             );
         }
         out.push_str("</tbody></table>");
+        let missing: Vec<&str> = f
+            .policies
+            .iter()
+            .filter(|p| p.tiers.get(i).is_none_or(Option::is_none))
+            .map(|p| p.policy.as_str())
+            .collect();
+        if !missing.is_empty() {
+            let _ = write!(
+                out,
+                "<p class=\"unreached\">Not reached by: {}.</p>",
+                escape(&missing.join(", "))
+            );
+        }
     }
+    as_written(out, f);
+}
+
+/// Each team's own autoscaler (`--peer`) at its file's setting.
+fn as_written(out: &mut String, f: &crate::frontier::Frontier) {
+    for p in f.policies.iter().filter(|p| p.knob == Knob::FileTargets) {
+        if let Some(t) = p.trials.iter().find(|t| t.factor == 1.0) {
+            let _ = write!(
+                out,
+                "<p class=\"as-written\">{} as written ({}): {:.2} GPU-h, {} % of requests within the SLO.</p>",
+                escape(&p.policy),
+                escape(&t.knob),
+                t.gpu_hours,
+                percent(t.attainment)
+            );
+        }
+    }
+}
+
+/// What every run of the frontier shared, the knobs' range, and each tier's knee and bounds.
+fn frontier_inputs(out: &mut String, f: &crate::frontier::Frontier, world: &World) {
+    out.push_str("<dl>");
+    let mut row = |k: &str, v: String| {
+        let _ = write!(out, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
+    };
+    world_rows(&mut row, &f.inputs, world);
+    row(
+        "cannot meet the SLO",
+        format!(
+            "{:.0} requests ({:.1} %) at any scale",
+            f.unattainable,
+            f.unattainable_share * 100.0
+        ),
+    );
+    row(
+        "knobs",
+        format!(
+            "each policy's one sizing knob at {}..{} times its setting from the configured {}",
+            f.grid.min,
+            f.grid.max,
+            per_replica_targets(&f.targets).join(", ")
+        ),
+    );
+    row(
+        "maxReplicas",
+        f.max_replicas
+            .iter()
+            .map(|(role, n)| format!("{role} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    for t in &f.tiers {
+        let knees: Vec<String> = t
+            .knees
+            .iter()
+            .map(|(role, k)| format!("{role} {:.0} tokens/s", k.tokens_per_second))
+            .collect();
+        let knee = if knees.is_empty() {
+            "no knee (no load meets it)".to_string()
+        } else {
+            format!("knee {}", knees.join(", "))
+        };
+        let bounds = t.bounds.as_ref().map_or("no bound".into(), |b| {
+            format!(
+                "{}, static peak {:.2} GPU-h",
+                b.oracles(),
+                b.static_peak_gpu_hours
+            )
+        });
+        row(
+            &format!("at {} %", t.tier * 100.0),
+            format!("{knee}; {bounds}"),
+        );
+    }
+    row(
+        "simulated",
+        format!(
+            "{:.1} min, {} runs",
+            f.inputs.duration_seconds / 60.0,
+            f.runs
+        ),
+    );
+    row("version", format!("mds {}", f.inputs.version));
+    out.push_str("</dl>");
 }
 
 /// The page of `--frontier`: per cold start, each policy's attainment against its GPU-hours
@@ -176,12 +267,23 @@ pub fn frontier_page(
     for (i, f) in frontiers.iter().enumerate() {
         let _ = write!(
             out,
-            "<h2>At a {:.0} s cold start</h2><figure>{}<figcaption>Each line joins a policy's settings that no cheaper setting of it beats (ours solid, peers dashed); up and to the left is better. Red lines: the tiers; ticks at the bottom: each tier's Oracle B (the cheapest replicas that reach it on the engine's curves, started a cold start ahead). {:.1} % of requests cannot meet the SLO at any scale.</figcaption></figure>",
+            "<h2>At a {:.0} s cold start</h2><figure>{}<figcaption>Each line joins a policy's settings that no cheaper setting of it beats (ours in blue, each peer in a colour and dash of its own, named at its line's end); up and to the left is better. Red lines: the tiers; ticks at the bottom: each tier's Oracle B (the cheapest replicas that reach it on the engine's curves, started a cold start ahead). {:.1} % of requests cannot meet the SLO at any scale.</figcaption></figure>",
             f.cold_start_seconds,
             frontier_chart(f, i),
             f.unattainable_share * 100.0
         );
         frontier_table(&mut out, f);
+        let _ = write!(out, "<h3>Inputs</h3>");
+        frontier_inputs(
+            &mut out,
+            f,
+            &World {
+                load,
+                requests,
+                quota,
+                cold_start_seconds: f.cold_start_seconds,
+            },
+        );
     }
     let _ = writeln!(out, "<script>{DRAWN}</script></body></html>");
     out

@@ -5,6 +5,7 @@
 //! summary table and the run's inputs.
 
 mod frontier;
+mod styles;
 mod svg;
 
 pub use frontier::frontier_page;
@@ -101,7 +102,7 @@ fn demand_series(role: &str, demand: &[f64], colour: &'static str) -> Series {
     Series {
         name: format!("{role} demand"),
         colour,
-        dashed: false,
+        dash: styles::SOLID,
         steps: true,
         points: demand
             .iter()
@@ -128,7 +129,7 @@ fn demand_chart(c: &Comparison, run: &RunReport) -> String {
         series.push(Series {
             name: format!("{role} ready capacity"),
             colour: PALETTE[(2 * i + 1) % PALETTE.len()],
-            dashed: true,
+            dash: styles::DASHED,
             steps: true,
             points: run
                 .bins
@@ -181,14 +182,14 @@ fn forecast_chart(c: &Comparison, run: &RunReport) -> Option<(String, f64)> {
         series.push(Series {
             name: format!("{role} read"),
             colour: PALETTE[7],
-            dashed: true,
+            dash: styles::DASHED,
             steps: false,
             points: made.iter().map(|(t, f)| (t / 60.0, f.demand)).collect(),
         });
         series.push(Series {
             name: format!("{role} forecast"),
             colour: PALETTE[(2 * i + 1) % PALETTE.len()],
-            dashed: false,
+            dash: styles::SOLID,
             steps: false,
             // Forecasts for times past the run's end have nothing to be read against.
             points: made
@@ -242,14 +243,14 @@ fn replicas_chart(run: &RunReport) -> String {
         series.push(Series {
             name: format!("{role} target"),
             colour,
-            dashed: false,
+            dash: styles::SOLID,
             steps: true,
             points: counts(false),
         });
         series.push(Series {
             name: format!("{role} ready"),
             colour,
-            dashed: true,
+            dash: styles::DASHED,
             steps: true,
             points: counts(true),
         });
@@ -305,7 +306,7 @@ fn latency_chart(c: &Comparison, itl: bool, featured_name: Option<&str>) -> Stri
                 || row.policy == "hpa"
         })
         .map(|(run, _)| run)
-        .take(PALETTE.len())
+        .take(MOST_LINES)
         .collect();
     // Objectives of their own per request (an allowance, prompt classes, a scale): each
     // request's TTFT is drawn as a share of its own objective, against 100 %.
@@ -316,13 +317,20 @@ fn latency_chart(c: &Comparison, itl: bool, featured_name: Option<&str>) -> Stri
         && shown
             .iter()
             .any(|r| r.bins.iter().any(|b| !b.ttft_of_objective.is_empty()));
+    // Ours in our colour, each peer its own colour and dash, as on every page.
+    let drawn = styles::styles(
+        &shown
+            .iter()
+            .map(|r| r.inputs.scaler.starts_with("mds"))
+            .collect::<Vec<_>>(),
+    );
     let series = shown
         .iter()
-        .enumerate()
-        .map(|(i, run)| Series {
+        .zip(drawn)
+        .map(|(run, style)| Series {
             name: run.inputs.scaler.clone(),
-            colour: PALETTE[i % PALETTE.len()],
-            dashed: run.inputs.scaler == "hpa",
+            colour: style.colour,
+            dash: style.dash,
             steps: false,
             points: run
                 .bins
@@ -368,12 +376,21 @@ struct Unshown {
     unlabelled: Vec<String>,
 }
 
+/// More lines than this make a per-minute chart unreadable.
+const MOST_LINES: usize = 8;
+
 /// The policies chart, and the names its dots do not show.
 fn policies_chart(c: &Comparison) -> (String, Unshown) {
     // Policies that land on the same spot share one dot, labelled by the first and a count.
     let mut dots: Vec<(Dot, usize)> = Vec::new();
     let mut shared: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for r in &c.rows {
+    let drawn = styles::styles(
+        &c.rows
+            .iter()
+            .map(|r| r.policy.starts_with("mds"))
+            .collect::<Vec<_>>(),
+    );
+    for (r, style) in c.rows.iter().zip(drawn) {
         let Some(attainment) = r.attainment else {
             continue;
         };
@@ -396,6 +413,7 @@ fn policies_chart(c: &Comparison) -> (String, Unshown) {
                     x,
                     y,
                     ours,
+                    colour: style.colour,
                 },
                 1,
             )),
@@ -426,7 +444,7 @@ fn policies_chart(c: &Comparison) -> (String, Unshown) {
 /// the names behind each "+N".
 fn policies_caption(c: &Comparison, unshown: &Unshown) -> String {
     let mut caption = String::from(
-        "Up and to the left is better; ours in blue, the peers in orange-red. Each policy runs at one setting here; --frontier compares them at their best.",
+        "Up and to the left is better; ours in blue, each peer in a colour of its own. Each policy runs at one setting here; --frontier compares them at their best.",
     );
     if let Some(b) = &c.bounds
         && let (Some(a), Some(ob)) = (b.oracle_a_gpu_hours, b.oracle_b_gpu_hours)
@@ -494,31 +512,16 @@ fn inputs(out: &mut String, page: &Page, c: &Comparison) {
     };
     let scaler = featured(c, page.featured).map_or_else(String::new, |r| r.inputs.scaler.clone());
     row("scaler", scaler);
-    row("target", i.target.clone());
-    row(
-        "trace",
-        format!("{} ({} requests)", page.load, page.requests),
+    world_rows(
+        &mut row,
+        i,
+        &World {
+            load: page.load,
+            requests: page.requests,
+            quota: page.quota,
+            cold_start_seconds: c.cold_start_seconds,
+        },
     );
-    row("profile", format!("{} ({})", i.profile, i.profile_why));
-    row("hardware", i.hardware.summary.clone());
-    if !i.hardware.tables.is_empty() {
-        row("kernel tables", i.hardware.tables.clone());
-    }
-    row(
-        "engine",
-        format!("{}, router {}", i.engine.as_str(), i.router),
-    );
-    row(
-        "cold start",
-        format!(
-            "{:.0} s ± {:.0} %",
-            c.cold_start_seconds,
-            i.cold_start_spread * 100.0
-        ),
-    );
-    row("seed", i.seed.to_string());
-    row("SLO", i.slo.describe());
-    row("quota", quota_or_unlimited(page.quota).to_string());
     row(
         "per-replica targets",
         per_replica_targets(&c.targets).join(", "),
@@ -537,6 +540,41 @@ fn inputs(out: &mut String, page: &Page, c: &Comparison) {
     row("simulated", format!("{:.1} min", i.duration_seconds / 60.0));
     row("version", format!("mds {}", i.version));
     out.push_str("</dl>");
+}
+
+/// What a page's runs shared besides the inputs every run records.
+pub(crate) struct World<'a> {
+    pub load: &'a str,
+    pub requests: usize,
+    pub quota: &'a str,
+    pub cold_start_seconds: f64,
+}
+
+/// The rows every page's inputs start with: the target, the trace, the profile and its
+/// hardware, the engine and router, the cold start, the seed, the SLO as read and the quota.
+pub(crate) fn world_rows(row: &mut dyn FnMut(&str, String), i: &crate::run::Inputs, w: &World) {
+    row("target", i.target.clone());
+    row("trace", format!("{} ({} requests)", w.load, w.requests));
+    row("profile", format!("{} ({})", i.profile, i.profile_why));
+    row("hardware", i.hardware.summary.clone());
+    if !i.hardware.tables.is_empty() {
+        row("kernel tables", i.hardware.tables.clone());
+    }
+    row(
+        "engine",
+        format!("{}, router {}", i.engine.as_str(), i.router),
+    );
+    row(
+        "cold start",
+        format!(
+            "{:.0} s ± {:.0} %",
+            w.cold_start_seconds,
+            i.cold_start_spread * 100.0
+        ),
+    );
+    row("seed", i.seed.to_string());
+    row("SLO", i.slo.describe());
+    row("quota", quota_or_unlimited(w.quota).to_string());
 }
 
 /// The whole page.
@@ -600,7 +638,7 @@ pub fn page(page: &Page) -> String {
     }
     let _ = write!(
         out,
-        "<h2>Latency</h2><figure>{}</figure><figure>{}<figcaption>p95 of each minute: TTFT over its requests, ITL over every gap between output tokens as the engine's histogram records it (the requests' mean gaps with --slo-itl-mode mean); our runs and HPA's (dashed); the red line is the SLO.</figcaption></figure>",
+        "<h2>Latency</h2><figure>{}</figure><figure>{}<figcaption>p95 of each minute: TTFT over its requests, ITL over every gap between output tokens as the engine's histogram records it (the requests' mean gaps with --slo-itl-mode mean); our runs in blue, HPA's in its own colour, dashed; the red line is the SLO.</figcaption></figure>",
         latency_chart(first, false, page.featured),
         latency_chart(first, true, page.featured)
     );

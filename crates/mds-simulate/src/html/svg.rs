@@ -30,7 +30,8 @@ const BOTTOM: f64 = 40.0;
 pub struct Series {
     pub name: String,
     pub colour: &'static str,
-    pub dashed: bool,
+    /// An SVG `stroke-dasharray` (`styles::SOLID`: none).
+    pub dash: &'static str,
     /// Steps hold each value until the next point (counts); else points are joined.
     pub steps: bool,
     pub points: Vec<(f64, f64)>,
@@ -53,6 +54,9 @@ pub struct LineChart {
     pub bands: Vec<(f64, f64, String)>,
     /// The axes' ranges, where not fitted to the data from zero: (x from, x to), (y from, y to).
     pub window: Option<((f64, f64), (f64, f64))>,
+    /// Name each series at its last point too (many lines: the legend alone is hard to
+    /// match by colour).
+    pub end_labels: bool,
 }
 
 /// Escapes text for HTML and SVG.
@@ -166,6 +170,7 @@ impl LineChart {
             log_y: false,
             bands: Vec::new(),
             window: None,
+            end_labels: false,
         }
     }
 
@@ -192,8 +197,8 @@ impl LineChart {
         );
         self.grid(&mut svg, &scale);
         self.bands_and_marks(&mut svg, &scale);
-        self.reference_lines(&mut svg, &scale);
-        self.series_and_legend(&mut svg, &scale);
+        let references = self.reference_lines(&mut svg, &scale);
+        self.series_and_legend(&mut svg, &scale, references);
         svg.push_str("</svg>");
         svg
     }
@@ -304,8 +309,8 @@ impl LineChart {
         }
     }
 
-    /// The horizontal reference lines with their labels.
-    fn reference_lines(&self, svg: &mut String, scale: &Scale) {
+    /// The horizontal reference lines with their labels; the areas the labels take.
+    fn reference_lines(&self, svg: &mut String, scale: &Scale) -> Vec<Area> {
         // Reference labels sit above their line, pushed down from the top one by one so
         // close lines' labels do not overlap.
         let mut references: Vec<(&String, f64)> = self
@@ -315,9 +320,15 @@ impl LineChart {
             .collect();
         references.sort_by(|a, b| a.1.total_cmp(&b.1));
         let mut next_free = TOP + 10.0;
+        let mut taken = Vec::new();
         for (label, y) in references {
             let ty = (y - 4.0).max(next_free);
             next_free = ty + LINE;
+            taken.push(label_area(
+                LEFT + 6.0,
+                CHAR_WIDTH * label.chars().count() as f64,
+                ty,
+            ));
             let _ = write!(
                 svg,
                 r#"<line x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}" class="reference"/><text x="{tx}" y="{ty:.1}" class="tick reference-label">{}</text>"#,
@@ -326,33 +337,50 @@ impl LineChart {
                 tx = LEFT + 6.0,
             );
         }
+        taken
     }
 
-    /// Each series' line, and its entry in the legend's column.
-    fn series_and_legend(&self, svg: &mut String, scale: &Scale) {
+    /// Each series' line, and its entry in the legend's column; names at the lines' ends
+    /// keep clear of the areas `taken` (the reference labels).
+    fn series_and_legend(&self, svg: &mut String, scale: &Scale, taken: Vec<Area>) {
         // Legend rows fit the chart's height however many series there are.
         let row = (16.0_f64)
             .min((HEIGHT - TOP - 10.0) / self.series.len().max(1) as f64)
             .max(LINE);
+        let mut ends = Labels {
+            taken,
+            x: (LEFT, LEFT + scale.plot_w),
+            baseline: (TOP + LINE, TOP + scale.plot_h),
+        };
         for (i, s) in self.series.iter().enumerate() {
             let d = path(s, scale);
-            let dash = if s.dashed {
-                r#" stroke-dasharray="5 3""#
+            let dash = if s.dash.is_empty() {
+                String::new()
             } else {
-                ""
+                format!(r#" stroke-dasharray="{}""#, s.dash)
             };
-            if !d.is_empty() {
+            if d.contains(['L', 'H']) {
                 let _ = write!(
                     svg,
                     r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="1.6"{dash} class="series"/>"#,
                     c = s.colour,
                 );
+            } else if let Some((x, y)) = d.strip_prefix('M').and_then(|p| p.split_once(',')) {
+                // One point joins nothing: a dot shows where it is.
+                let _ = write!(
+                    svg,
+                    r#"<circle cx="{x}" cy="{y}" r="2.5" fill="{c}" class="series"/>"#,
+                    c = s.colour,
+                );
+            }
+            if self.end_labels {
+                end_label(svg, &mut ends, s, scale);
             }
             let ly = TOP + 10.0 + row * i as f64;
             let lx = LEFT + scale.plot_w + 8.0;
             let _ = write!(
                 svg,
-                r#"<line x1="{lx}" x2="{x2}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/><text x="{tx}" y="{ty}" class="legend">{name}</text>"#,
+                r#"<line x1="{lx}" x2="{x2}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"{dash} class="key"/><text x="{tx}" y="{ty}" class="legend">{name}</text>"#,
                 x2 = lx + 18.0,
                 c = s.colour,
                 tx = lx + 22.0,
@@ -360,6 +388,28 @@ impl LineChart {
                 name = escape(&s.name),
             );
         }
+    }
+}
+
+/// A series' name beside its last drawn point, in its colour, where there is room clear of
+/// the other names (a name left out still has its legend row).
+fn end_label(svg: &mut String, ends: &mut Labels, s: &Series, scale: &Scale) {
+    let Some(&(x, y)) = s
+        .points
+        .iter()
+        .rev()
+        .find(|(x, y)| x.is_finite() && y.is_finite())
+    else {
+        return;
+    };
+    let width = CHAR_WIDTH * s.name.chars().count() as f64;
+    if let Some((x0, ty)) = ends.place(scale.x(x), scale.y(y), width) {
+        let _ = write!(
+            svg,
+            r#"<text x="{x0:.1}" y="{ty:.1}" class="label end-label" style="fill:{c}">{}</text>"#,
+            escape(&s.name),
+            c = s.colour,
+        );
     }
 }
 
@@ -479,6 +529,7 @@ mod tests {
 
     fn dot(name: &str, x: f64, y: f64) -> Dot {
         Dot {
+            colour: PALETTE[0],
             name: name.into(),
             x,
             y,
@@ -547,7 +598,7 @@ mod tests {
             series: vec![Series {
                 name: "s".into(),
                 colour: PALETTE[0],
-                dashed: false,
+                dash: crate::html::styles::SOLID,
                 steps: false,
                 points: vec![(0.0, 90.0), (1.0, 100.0)],
             }],
@@ -556,6 +607,7 @@ mod tests {
             log_y: false,
             bands: Vec::new(),
             window: Some(((0.0, 1.0), (90.0, 100.0))),
+            end_labels: false,
         };
         let ys = attrs(&chart.render(), "tick reference-label", "y");
         assert_eq!(ys.len(), 2);

@@ -27,6 +27,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use super::metric::PodMetric;
 use super::{Lifecycle, Peer, RoleView, Sample, Targets, View};
 
 /// Which of AIBrix's algorithms.
@@ -44,6 +45,8 @@ pub enum AibrixMetric {
     /// Running plus waiting requests, against a target per role (roles without one are left
     /// alone).
     QueueDepth(BTreeMap<String, f64>),
+    /// Another gauge a team configured (`targetMetric`), at one target on every role.
+    Gauge(PodMetric, f64),
 }
 
 impl AibrixMetric {
@@ -56,6 +59,7 @@ impl AibrixMetric {
         match self {
             AibrixMetric::KvUsage => sample.kv_usage,
             AibrixMetric::QueueDepth(_) => sample.queue_depth(),
+            AibrixMetric::Gauge(metric, _) => metric.raw(sample),
         }
     }
 }
@@ -176,6 +180,7 @@ impl Aibrix {
         match &self.metric {
             AibrixMetric::KvUsage => Some(self.config.kv_usage_target),
             AibrixMetric::QueueDepth(targets) => targets.get(&role.name).copied(),
+            AibrixMetric::Gauge(_, target) => Some(*target),
         }
     }
 

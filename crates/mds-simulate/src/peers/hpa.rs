@@ -22,14 +22,16 @@
 //! scale-up window and lowered to the maximum inside the scale-down window (both include the
 //! newest). Then each policy limits the change against the count at the start of its period,
 //! `current − added + removed` over this HPA's own writes inside it, the most permissive
-//! policy winning (`selectPolicy: Max`). A count outside the bounds is brought to the nearest
+//! policy winning under `selectPolicy: Max` (the least under `Min`; `Disabled` has no
+//! policy, so the count never moves that way). A count outside the bounds is brought to the nearest
 //! bound before anything else, and a target scaled to 0 with a non-zero minimum is left alone
 //! (upstream treats it as autoscaling disabled). Windows are open at their old end, as
 //! upstream's `After(cutoff)`: an entry exactly one window old no longer counts.
 
 use std::collections::BTreeMap;
 
-use super::{Lifecycle, Peer, RoleView, Targets, View};
+use super::metric::{PodMetric, PodReader};
+use super::{Lifecycle, Peer, RoleTargets, RoleView, Targets, View};
 
 /// One rate-limit policy of a scaling direction.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -69,11 +71,23 @@ impl ScalingPolicy {
     }
 }
 
-/// One direction's rules; `selectPolicy` is `Max` (the policy allowing the largest change
-/// wins), upstream's default and the only one the baselines use.
+/// Which policy wins when several limit a direction (`selectPolicy`; `Disabled` is a
+/// direction without policies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SelectPolicy {
+    /// The policy allowing the largest change (upstream's default).
+    #[default]
+    Max,
+    /// The policy allowing the smallest change.
+    Min,
+}
+
+/// One direction's rules.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScalingRules {
     pub stabilization_seconds: f64,
+    pub select: SelectPolicy,
+    /// No policy: the direction is disabled (the count never moves that way).
     pub policies: Vec<ScalingPolicy>,
 }
 
@@ -104,6 +118,7 @@ impl Default for HpaBehavior {
             tolerance: 0.1,
             scale_up: ScalingRules {
                 stabilization_seconds: 0.0,
+                select: SelectPolicy::Max,
                 policies: vec![
                     ScalingPolicy::Pods {
                         value: 4,
@@ -117,6 +132,7 @@ impl Default for HpaBehavior {
             },
             scale_down: ScalingRules {
                 stabilization_seconds: 300.0,
+                select: SelectPolicy::Max,
                 policies: vec![ScalingPolicy::Percent {
                     value: 100,
                     period_seconds: 15.0,
@@ -232,27 +248,31 @@ impl Behavior {
                 + changed_since(&history.removed, now - period)
         };
         if desired > current {
-            let limit = self
-                .rules
-                .scale_up
+            let up = &self.rules.scale_up;
+            let limits = up
                 .policies
                 .iter()
-                .map(|p| p.up_limit(start_of(p.period_seconds())))
-                .max()
-                .unwrap_or(current)
-                // Earlier scale-ups in the period never force a scale-down.
-                .max(current);
+                .map(|p| p.up_limit(start_of(p.period_seconds())));
+            let limit = match up.select {
+                SelectPolicy::Max => limits.max(),
+                SelectPolicy::Min => limits.min(),
+            }
+            .unwrap_or(current)
+            // Earlier scale-ups in the period never force a scale-down.
+            .max(current);
             desired.min(limit.min(max))
         } else if desired < current {
-            let limit = self
-                .rules
-                .scale_down
+            let down = &self.rules.scale_down;
+            let limits = down
                 .policies
                 .iter()
-                .map(|p| p.down_limit(start_of(p.period_seconds())))
-                .min()
-                .unwrap_or(current)
-                .min(current);
+                .map(|p| p.down_limit(start_of(p.period_seconds())));
+            let limit = match down.select {
+                SelectPolicy::Max => limits.min(),
+                SelectPolicy::Min => limits.max(),
+            }
+            .unwrap_or(current)
+            .min(current);
             desired.max(limit.max(min))
         } else {
             desired
@@ -287,6 +307,23 @@ fn milli(value: f64) -> i64 {
 /// (module documentation); `None` when no ready Pod has a sample or the target is not
 /// positive.
 pub fn proposal(role: &RoleView, target: f64, tolerance: f64) -> Option<i32> {
+    let values = role
+        .replicas
+        .iter()
+        .filter(|r| r.state == Lifecycle::Ready)
+        .filter_map(|r| Some((r.ordinal, r.sample?.queue_depth())))
+        .collect();
+    pods_proposal(role, &values, target, tolerance)
+}
+
+/// The replica calculator's `Pods` proposal for `role` from each ready replica's value (by
+/// ordinal; a ready replica without one is missing) against an `AverageValue` `target`.
+pub fn pods_proposal(
+    role: &RoleView,
+    values: &BTreeMap<u32, f64>,
+    target: f64,
+    tolerance: f64,
+) -> Option<i32> {
     let target = milli(target);
     if target <= 0 {
         return None;
@@ -294,10 +331,10 @@ pub fn proposal(role: &RoleView, target: f64, tolerance: f64) -> Option<i32> {
     let mut ready: Vec<i64> = Vec::new();
     let (mut missing, mut unready) = (0_i64, 0_i64);
     for replica in &role.replicas {
-        match (replica.state, &replica.sample) {
+        match (replica.state, values.get(&replica.ordinal)) {
             (Lifecycle::Draining, _) => {}
             (Lifecycle::Pending, _) => unready += 1,
-            (Lifecycle::Ready, Some(sample)) => ready.push(milli(sample.queue_depth())),
+            (Lifecycle::Ready, Some(value)) => ready.push(milli(*value)),
             _ => missing += 1,
         }
     }
@@ -339,18 +376,123 @@ pub fn proposal(role: &RoleView, target: f64, tolerance: f64) -> Option<i32> {
     Some(proposed)
 }
 
-/// Kubernetes HPA on running + waiting requests per replica.
+/// How the values of a role's replicas make one number (a query's aggregation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aggregate {
+    Sum,
+    Avg,
+    Max,
+    Min,
+}
+
+impl Aggregate {
+    fn of(self, values: &BTreeMap<u32, f64>) -> Option<f64> {
+        let mut it = values.values().copied();
+        let first = it.next()?;
+        Some(match self {
+            Aggregate::Sum => first + it.sum::<f64>(),
+            Aggregate::Avg => (first + it.sum::<f64>()) / values.len() as f64,
+            Aggregate::Max => it.fold(first, f64::max),
+            Aggregate::Min => it.fold(first, f64::min),
+        })
+    }
+}
+
+/// Where one of the HPA's metrics comes from and what its target means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricSource {
+    /// A `Pods` metric: the mean over the role's Pods against an `AverageValue`.
+    Pods,
+    /// An `External` (or `Object`) metric, one number for the role (KEDA's triggers are
+    /// these): against an `AverageValue` it is divided by the target per replica; against a
+    /// `Value` the ratio multiplies the ready replicas.
+    External {
+        aggregate: Aggregate,
+        average_value: bool,
+    },
+}
+
+/// One entry of the HPA's `spec.metrics`.
+#[derive(Clone, Debug)]
+pub struct HpaMetric {
+    pub source: MetricSource,
+    pub targets: RoleTargets,
+    reader: PodReader,
+}
+
+impl HpaMetric {
+    pub fn new(source: MetricSource, reader: PodReader, targets: RoleTargets) -> HpaMetric {
+        HpaMetric {
+            source,
+            targets,
+            reader,
+        }
+    }
+
+    /// This metric's proposal for `role` at `t` (`None`: no target for the role, or the
+    /// metric cannot be computed).
+    fn proposal(&mut self, t: f64, role: &RoleView, tolerance: f64) -> Option<i32> {
+        let values = self.reader.values(t, role);
+        let target = self.targets.get(&role.name)?;
+        match self.source {
+            MetricSource::Pods => pods_proposal(role, &values, target, tolerance),
+            MetricSource::External {
+                aggregate,
+                average_value,
+            } => {
+                let usage = milli(aggregate.of(&values)?) as f64;
+                let target = milli(target) as f64;
+                if target <= 0.0 {
+                    return None;
+                }
+                let current = role.desired;
+                let per_replica = if average_value {
+                    f64::from(current)
+                } else {
+                    1.0
+                };
+                if current == 0 {
+                    return Some((usage / target).ceil() as i32);
+                }
+                let ratio = usage / (target * per_replica);
+                if (1.0 - ratio).abs() <= tolerance {
+                    return Some(current);
+                }
+                Some(if average_value {
+                    (usage / target).ceil() as i32
+                } else {
+                    (ratio * f64::from(role.count(Lifecycle::Ready))).ceil() as i32
+                })
+            }
+        }
+    }
+}
+
+/// Kubernetes HPA: every 15 s sync, per role, the largest proposal of its metrics (by
+/// default one `Pods` metric, running + waiting requests), then the behaviour.
 #[derive(Clone, Debug)]
 pub struct Hpa {
-    /// The `AverageValue` target per role; roles without one are left alone.
-    average_value: BTreeMap<String, f64>,
+    metrics: Vec<HpaMetric>,
     behavior: Behavior,
 }
 
 impl Hpa {
+    /// One `Pods` metric of running + waiting requests at an `AverageValue` per role.
     pub fn new(average_value: BTreeMap<String, f64>, behavior: HpaBehavior) -> Hpa {
+        let queue = PodReader::new(PodMetric::QueueDepth, behavior.sync_seconds);
+        Hpa::with_metrics(
+            vec![HpaMetric::new(
+                MetricSource::Pods,
+                queue,
+                RoleTargets::PerRole(average_value),
+            )],
+            behavior,
+        )
+    }
+
+    pub fn with_metrics(metrics: Vec<HpaMetric>, behavior: HpaBehavior) -> Hpa {
         Hpa {
-            average_value,
+            metrics,
             behavior: Behavior::new(behavior),
         }
     }
@@ -379,10 +521,19 @@ impl Peer for Hpa {
         let tolerance = self.behavior.rules().tolerance;
         let mut counts = BTreeMap::new();
         for role in &view.roles {
-            let Some(&target) = self.average_value.get(&role.name) else {
+            if !self
+                .metrics
+                .iter()
+                .any(|m| m.targets.get(&role.name).is_some())
+            {
                 continue;
-            };
-            let desired = proposal(role, target, tolerance);
+            }
+            // Upstream takes the largest proposal over the metrics it could compute.
+            let desired = self
+                .metrics
+                .iter_mut()
+                .filter_map(|m| m.proposal(view.t, role, tolerance))
+                .max();
             let n = self.behavior.stabilize_and_limit(
                 &role.name,
                 view.t,

@@ -16,7 +16,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::{Lifecycle, Peer, Targets, View};
+use super::metric::{PodMetric, PodReader};
+use super::{Lifecycle, Peer, RoleTargets, Targets, View};
 
 /// The autoscaler's configuration (Knative's defaults in [`Default`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -64,7 +65,10 @@ impl KnativeConfig {
 pub struct KnativeKpa {
     config: KnativeConfig,
     /// Per-replica target per role, before utilization.
-    targets: BTreeMap<String, f64>,
+    targets: RoleTargets,
+    /// The `rps` metric: each ready replica's request rate (`None`: concurrency, running +
+    /// waiting requests).
+    rps: Option<PodReader>,
     roles: BTreeMap<String, RoleState>,
 }
 
@@ -82,9 +86,22 @@ impl KnativeKpa {
     }
 
     pub fn with_config(targets: &Targets, config: KnativeConfig) -> Self {
+        Self::on(
+            RoleTargets::PerRole(targets.queue_depth.clone()),
+            false,
+            config,
+        )
+    }
+
+    /// On concurrency, or on requests per second (`rps`, the rate over the stable window),
+    /// at `targets` per replica.
+    pub fn on(targets: RoleTargets, rps: bool, config: KnativeConfig) -> Self {
+        let reader =
+            rps.then(|| PodReader::new(PodMetric::RequestRate, config.stable_window_seconds));
         KnativeKpa {
             config,
-            targets: targets.queue_depth.clone(),
+            targets,
+            rps: reader,
             roles: BTreeMap::new(),
         }
     }
@@ -120,14 +137,22 @@ impl Peer for KnativeKpa {
 
     fn observe(&mut self, view: &View) {
         for role in &view.roles {
-            if !self.targets.contains_key(&role.name) {
+            if self.targets.get(&role.name).is_none() {
                 continue;
             }
-            let mut samples = role.ready_samples().peekable();
-            if samples.peek().is_none() {
-                continue;
-            }
-            let concurrency: f64 = samples.map(|s| s.queue_depth()).sum();
+            let concurrency: f64 = if let Some(reader) = &mut self.rps {
+                let values = reader.values(view.t, role);
+                if values.is_empty() {
+                    continue;
+                }
+                values.values().sum()
+            } else {
+                let mut samples = role.ready_samples().peekable();
+                if samples.peek().is_none() {
+                    continue;
+                }
+                samples.map(|s| s.queue_depth()).sum()
+            };
             let state = self.state(&role.name);
             state.stable.record(view.t, concurrency);
             state.panic.record(view.t, concurrency);
@@ -137,7 +162,7 @@ impl Peer for KnativeKpa {
     fn decide(&mut self, view: &View) -> BTreeMap<String, i32> {
         let mut counts = BTreeMap::new();
         for role in &view.roles {
-            let Some(&target) = self.targets.get(&role.name) else {
+            let Some(target) = self.targets.get(&role.name) else {
                 continue;
             };
             let target_value = target * self.config.target_utilization;

@@ -10,8 +10,10 @@
 
 pub mod aibrix;
 pub mod dynamo;
+pub mod file;
 pub mod hpa;
 pub mod knative;
+pub mod metric;
 pub mod static_peak;
 pub mod wva;
 
@@ -137,6 +139,23 @@ pub trait Peer {
     fn observe(&mut self, _view: &View) {}
     /// The counts it writes, per role; roles it leaves out keep their count.
     fn decide(&mut self, view: &View) -> BTreeMap<String, i32>;
+}
+
+/// A per-replica target by role: one per role, or the same for every role (a team's own
+/// autoscaler names one target).
+#[derive(Clone, Debug, PartialEq)]
+pub enum RoleTargets {
+    PerRole(BTreeMap<String, f64>),
+    Every(f64),
+}
+
+impl RoleTargets {
+    pub fn get(&self, role: &str) -> Option<f64> {
+        match self {
+            RoleTargets::PerRole(map) => map.get(role).copied(),
+            RoleTargets::Every(v) => Some(*v),
+        }
+    }
 }
 
 /// The per-replica targets every peer is configured from (the harness contract: the same

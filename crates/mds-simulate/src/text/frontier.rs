@@ -7,6 +7,7 @@ use super::{
     world_line,
 };
 use crate::frontier::{Frontier, Point, PolicyFrontier, TierBounds};
+use crate::roster::Knob;
 
 fn tier_name(tier: f64) -> String {
     format!("{} %", tier * 100.0)
@@ -24,6 +25,7 @@ pub fn frontier(f: &Frontier, load: &str, requests: usize, quota: &str) -> Strin
         frontier_tier(&mut out, f, i, t);
     }
     frontier_unreached(&mut out, f, quota);
+    as_written(&mut out, f);
     let _ = writeln!(
         out,
         "  GPU-h: the cheapest setting reaching the tier; /B: over that tier's Oracle B (the cheapest replicas that reach the tier on the engine's curves, started a cold start ahead); SLO %: its attainment; act/h, flaps: at that setting"
@@ -173,6 +175,48 @@ fn tier_verdict(f: &Frontier, t: &TierBounds, reached: &[Reached]) -> String {
                     .map_or("no bound".into(), crate::run::Bounds::oracles)
             )
         }
+    }
+}
+
+/// Each team's own autoscaler (`--peer`) as its file has it, against the cheapest run of ours
+/// that did at least as well: the answer to "would mds save against mine?".
+fn as_written(out: &mut String, f: &Frontier) {
+    for p in f.policies.iter().filter(|p| p.knob == Knob::FileTargets) {
+        let Some(theirs) = p.trials.iter().find(|t| t.factor == 1.0) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "\n  {} as written ({}): {:.2} GPU-h, {} % of requests in SLO",
+            p.policy,
+            theirs.knob,
+            theirs.gpu_hours,
+            percent(theirs.attainment),
+        );
+        let bar = theirs.attainment.unwrap_or(0.0);
+        let ours = f
+            .policies
+            .iter()
+            .filter(|o| o.ours)
+            .flat_map(|o| o.trials.iter().map(move |t| (o, t)))
+            .filter(|(_, t)| t.violations == 0 && t.attainment.is_some_and(|a| a + 1e-12 >= bar))
+            .min_by(|a, b| a.1.gpu_hours.total_cmp(&b.1.gpu_hours));
+        let _ = match ours {
+            Some((o, t)) => writeln!(
+                out,
+                "  the cheapest run of ours at least as good: {} {:.2} GPU-h, {} % ({:.2}x yours; {})",
+                o.policy,
+                t.gpu_hours,
+                percent(t.attainment),
+                t.gpu_hours / theirs.gpu_hours.max(1e-9),
+                t.knob
+            ),
+            None => writeln!(
+                out,
+                "  no run of ours reached its {} %: widen --frontier-grid, or yours holds more replicas than ours ever asked for",
+                percent(theirs.attainment)
+            ),
+        };
     }
 }
 

@@ -164,3 +164,69 @@ fn every_policy_runs_on_the_same_world_and_threads_do_not_change_the_table() {
     assert_eq!(one.targets.tokens_per_second["server"], 4000.0);
     assert!(one.targets.queue_depth["server"] > 1.0);
 }
+
+/// A team's file configured as a built-in peer is configured runs exactly that peer: the
+/// file's path (reading, bounds, build) adds nothing of its own.
+#[test]
+fn a_peer_file_written_as_a_built_in_peer_runs_that_peer() {
+    use mds_simulate::peers::file::PeerFile;
+    let trace = Arc::new(
+        Trace::parse_azure_csv(CONV)
+            .unwrap()
+            .window(0.0, Some(900.0))
+            .unwrap(),
+    );
+    let options = RunOptions::new(profile(DEFAULT_PROFILE).unwrap());
+    let scaler = mk_scaler("chat")
+        .namespace("default")
+        .role_bounds("server", 1, 8)
+        .algorithm(json!({"type": "Proportional", "proportional": {
+            "metric": "QueueDepth", "roleTargets": [{"name": "server", "target": "8"}]}}))
+        .typed();
+    let target = server_target(2);
+    let targets = compare::targets_for(&scaler, &target, &trace, &options).unwrap();
+    assert_eq!(targets.queue_depth["server"], 8.0);
+    let file = |doc: serde_json::Value| Arc::new(PeerFile::read("team", &doc).unwrap());
+    let knative = file(json!({
+        "apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": "chat"},
+        "spec": {"template": {"metadata": {"annotations": {
+            "autoscaling.knative.dev/target": "8",
+            "autoscaling.knative.dev/min-scale": "1",
+            "autoscaling.knative.dev/max-scale": "8"}}}}
+    }));
+    let aibrix = file(json!({
+        "apiVersion": "autoscaling.aibrix.ai/v1alpha1", "kind": "PodAutoscaler",
+        "metadata": {"name": "chat"},
+        "spec": {"scalingStrategy": "KPA", "minReplicas": 1, "maxReplicas": 8,
+            "metricsSources": [{"metricSourceType": "pod", "targetMetric": "kv_cache_usage_perc",
+                "targetValue": "0.5"}]}
+    }));
+    let case = compare::Case {
+        scaler: &scaler,
+        target: &target,
+        trace,
+        load: "conv",
+        options: &options,
+    };
+    let contenders = [
+        Contender::peer(PeerName::KnativeKpa),
+        Contender::File {
+            peer: knative,
+            factor: 1.0,
+        },
+        Contender::peer(PeerName::AibrixKpa),
+        Contender::File {
+            peer: aibrix,
+            factor: 1.0,
+        },
+    ];
+    let runs = compare::run_all(&case, &contenders, 2, &|_| {}).unwrap();
+    let seen = |i: usize| {
+        let t = &runs[i].summary.totals;
+        (t.gpu_hours, t.attainment, runs[i].passes.len())
+    };
+    assert!(seen(0).0 > 0.0 && seen(2).0 > 0.0);
+    assert_eq!(seen(0), seen(1), "knative-kpa and the Knative file");
+    assert_eq!(seen(2), seen(3), "aibrix-kpa and the PodAutoscaler file");
+    assert_eq!(runs[1].inputs.scaler, "team");
+}

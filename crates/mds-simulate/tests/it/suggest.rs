@@ -47,7 +47,7 @@ fn the_cheapest_capacity_for_a_steady_load_holds_the_minimum() {
         load: "steady",
         options: &options,
     };
-    let found = suggest(&case, 0.95, 2).unwrap();
+    let found = suggest(&case, 0.95, &[], 2).unwrap();
     let chosen = found.chosen.expect("a setting meets 95 %");
     let capacity = chosen.targets[0].1;
     assert!(
@@ -92,7 +92,7 @@ fn tuning_beyond_the_capacity_keeps_only_changes_that_save_and_still_meet_the_go
         load: "crowd",
         options: &options,
     };
-    let found = suggest(&case, 0.9, 2).unwrap();
+    let found = suggest(&case, 0.9, &[], 2).unwrap();
     let chosen = found.chosen.expect("a capacity meets 90 %");
     let tuned = found.tuned.expect("tuning ran from the chosen capacity");
     assert!(!tuned.steps.is_empty(), "a window saves GPU-hours here");

@@ -13,6 +13,7 @@ mod simulate_faults;
 mod simulate_frontier;
 mod simulate_io;
 mod simulate_options;
+mod simulate_peers;
 mod simulate_scaler;
 mod simulate_suggest;
 pub mod validate;

@@ -12,6 +12,8 @@ use jiff::SignedDuration;
 use mds_api::ModelDeploymentScaler;
 use mds_api::target::ModelDeployment;
 use mds_sim::load::Trace;
+use mds_simulate::compare::Contender;
+use mds_simulate::frontier::Policy;
 use mds_simulate::run::{RunOptions, run};
 
 use super::inputs::{Admitted, Stop, UNUSABLE, admitted, documents, unusable};
@@ -84,6 +86,14 @@ pub struct Args {
     /// scaler alone. Default: `all` when no --scaler is given, else `none`.
     #[arg(long, value_name = "POLICIES", num_args = 0..=1, default_missing_value = "peers")]
     pub compare: Option<String>,
+    /// Your own autoscaler as a peer, read as written (repeatable): an autoscaling/v2
+    /// HorizontalPodAutoscaler, a KEDA ScaledObject (prometheus triggers), a Knative Service,
+    /// Configuration or Revision (its autoscaling annotations) or an AIBrix PodAutoscaler.
+    /// Its metric, target, min/max, behaviour and windows are simulated; the row is named
+    /// after the file. Joins --compare and --frontier (swept over its targets, and as
+    /// written), prices --suggest's peer lines, and alone compares it with the scaler.
+    #[arg(long, value_name = "FILE")]
+    pub peer: Vec<PathBuf>,
     /// Every policy at its best: sweep each selected policy's one sizing knob (our capacity,
     /// a request target, a KV-usage target or threshold, the SLA targets) and print, per
     /// attainment tier (percent, default 90,95,99), the cheapest GPU-hours that reaches it,
@@ -231,6 +241,11 @@ fn run_inner(args: &Args, notes: &mut String) -> Result<(String, u8), Stop> {
 
 fn run_case(args: &Args, case: Prepared, notes: &mut String) -> Result<(String, u8), Stop> {
     if let (true, Some(path)) = (args.suggest, &args.metrics) {
+        if !case.peers.is_empty() {
+            return Err(unusable(
+                "--peer with --metrics: recorded metrics price no policy; drop --metrics to price your autoscalers on a simulation",
+            ));
+        }
         return super::simulate_suggest::from_metrics(
             path,
             &case.scaler,
@@ -266,7 +281,7 @@ fn run_case(args: &Args, case: Prepared, notes: &mut String) -> Result<(String, 
         Some("none") => None,
         Some(value) => Some(value),
         None if args.scaler.is_none() && !args.fault.is_empty() => None,
-        None if case.cold_starts.len() > 1 => Some("mds"),
+        None if case.cold_starts.len() > 1 || !case.peers.is_empty() => Some("mds"),
         None => None,
     };
     super::simulate_faults::alone(&case.options, selection.is_some())?;
@@ -304,6 +319,8 @@ struct Prepared {
     /// Lines the output starts with: how the scaler as written was changed to be simulated,
     /// and what holds its counts whatever the load.
     headline: String,
+    /// The team's own autoscalers (`--peer`).
+    peers: Vec<Arc<mds_simulate::peers::file::PeerFile>>,
 }
 
 /// The scaler and its target as admission would take them (the target in its own file, in the
@@ -395,6 +412,7 @@ fn prepare(args: &Args, notes: &mut String) -> Result<Prepared, Stop> {
     check_fluid_reading(&options, &target)?;
     check_something_fits(&options, &trace)?;
     headline.push_str(&super::simulate_scaler::held_by_target(&scaler, &target));
+    let peers = super::simulate_peers::read(&args.peer, &target, notes)?;
     Ok(Prepared {
         scaler,
         target,
@@ -404,6 +422,7 @@ fn prepare(args: &Args, notes: &mut String) -> Result<Prepared, Stop> {
         cold_starts,
         quota_note,
         headline,
+        peers,
     })
 }
 
@@ -432,7 +451,7 @@ fn suggest(args: &Args, mut case: Prepared) -> Result<(String, u8), Stop> {
         load: &case.name,
         options: &case.options,
     };
-    super::simulate_suggest::run(&run, args.goal)
+    super::simulate_suggest::run(&run, args.goal, &case.peers)
 }
 
 /// `--frontier` (and the first screen): every policy's cost at each tier of attainment.
@@ -452,7 +471,10 @@ fn frontier_run(
     let request = super::simulate_frontier::Request {
         tiers: super::simulate_frontier::tiers(tiers)?,
         grid: super::simulate_frontier::grid(args.frontier_grid.as_deref())?,
-        policies: super::simulate_frontier::policies(args.compare.as_deref())?,
+        policies: super::simulate_frontier::policies(args.compare.as_deref())?
+            .into_iter()
+            .chain(case.peers.iter().cloned().map(Policy::File))
+            .collect(),
         jobs: jobs(args)?,
         cold_starts: &case.cold_starts,
         quota: &case.quota_note,
@@ -492,7 +514,13 @@ fn compare_run(
         &case.options,
     )? {
         compare::Selection::List(text) => return Ok((text, 0)),
-        compare::Selection::Run(c) => c,
+        compare::Selection::Run(c) => c
+            .into_iter()
+            .chain(case.peers.iter().map(|peer| Contender::File {
+                peer: peer.clone(),
+                factor: 1.0,
+            }))
+            .collect::<Vec<_>>(),
     };
     let page = report_path(
         args.no_report,

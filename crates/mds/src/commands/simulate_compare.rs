@@ -49,7 +49,7 @@ pub fn names(value: &str) -> Result<Vec<Named>, Stop> {
                 .chain(OURS)
                 .chain(PeerName::ALL.iter().map(|p| p.as_str()));
             let hint = if name.eq_ignore_ascii_case("keda") {
-                " (KEDA scales through an HPA on its metric, so `hpa` stands for it)".to_string()
+                " (KEDA scales through an HPA on its metric, so `hpa` stands for it; --peer FILE runs your own ScaledObject)".to_string()
             } else {
                 mds_api::suggest::closest(name, known)
                     .map(|near| format!(" (did you mean {near}?)"))
@@ -126,6 +126,7 @@ fn listing() -> String {
         let _ = writeln!(out, "  {:<26}{}", p.as_str(), p.summary());
     }
     out.push_str("KEDA scales through an HPA on its metric: `hpa` stands for it.\n");
+    out.push_str("Your own HPA, ScaledObject, Knative Service or AIBrix PodAutoscaler: --peer FILE (named after the file).\n");
     out
 }
 

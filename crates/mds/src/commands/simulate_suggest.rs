@@ -2,23 +2,25 @@
 //! goal on this trace (docs/simulator.md, "Finding the per-replica target").
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use mds_simulate::compare::Case;
 use mds_simulate::knee::RoleKnee;
+use mds_simulate::peers::file::PeerFile;
 use mds_simulate::suggest::{Suggestion, Trial, suggest};
 use mds_simulate::tune::Tuned;
 
 use super::inputs::{Stop, unusable};
 
 /// Runs the search and says what it found; exit status 1 when no setting meets the goal.
-pub fn run(case: &Case, goal_percent: f64) -> Result<(String, u8), Stop> {
+pub fn run(case: &Case, goal_percent: f64, own: &[Arc<PeerFile>]) -> Result<(String, u8), Stop> {
     if !(goal_percent.is_finite() && goal_percent > 0.0 && goal_percent <= 100.0) {
         return Err(unusable(format!(
             "--goal {goal_percent}: it must be a percentage above 0 and at most 100"
         )));
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let found = suggest(case, goal_percent / 100.0, threads)
+    let found = suggest(case, goal_percent / 100.0, own, threads)
         .map_err(|e| unusable(format!("--suggest: {e}")))?;
     let out = report(case, &found);
     Ok((out, if found.chosen.is_some() { 0 } else { 1 }))
@@ -77,19 +79,41 @@ fn tuning(out: &mut String, tuned: &Tuned, goal: f64) {
     );
 }
 
-/// What the default peers cost configured from the suggested capacity.
+/// What the peers cost: the team's own as written beside the suggestion, else the default
+/// peers configured from the suggested capacity (said as such: not the team's settings).
 fn peers(out: &mut String, s: &Suggestion) {
     if s.peers.is_empty() {
         return;
     }
-    let _ = writeln!(
-        out,
-        "\nthe peers whose per-replica target comes from the capacity, at the suggested one, same world:"
-    );
-    for p in &s.peers {
+    let ours = s
+        .tuned
+        .as_ref()
+        .map(|t| t.gpu_hours)
+        .or(s.chosen.as_ref().map(|c| c.gpu_hours));
+    if s.peers.iter().any(|p| p.as_written) {
+        let _ = writeln!(out, "\nyour autoscalers as written (--peer), same world:");
+    } else {
         let _ = writeln!(
             out,
-            "  {:<18} {:>6} %  {:>6.2} GPU-hours",
+            "\nthe peers whose per-replica target comes from the capacity, at the suggested one, same world (not your settings: --peer FILE prices your own HPA, ScaledObject, Knative Service or PodAutoscaler as written):"
+        );
+    }
+    for p in &s.peers {
+        let versus = match ours {
+            Some(o) if p.as_written => format!(
+                "  (the suggestion: {:.2}x its GPU-hours{})",
+                o / p.gpu_hours.max(1e-9),
+                if p.attainment.is_some_and(|a| a < s.goal) {
+                    ", and it misses the goal"
+                } else {
+                    ""
+                }
+            ),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<18} {:>6} %  {:>6.2} GPU-hours{versus}",
             p.peer,
             mds_simulate::text::percent(p.attainment),
             p.gpu_hours

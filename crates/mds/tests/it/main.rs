@@ -18,4 +18,5 @@ mod report_browser;
 mod simulate;
 mod simulate_faults;
 mod simulate_own_setup;
+mod simulate_peer_files;
 mod webhook;

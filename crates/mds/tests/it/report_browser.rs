@@ -149,6 +149,100 @@ fn the_frontier_page_draws_each_policys_frontier() {
     );
 }
 
+/// `(stroke, stroke-dasharray)` of every series' legend key in the chart `id` of `html`
+/// (every series has one, drawn or clipped).
+fn series_styles(html: &str, id: &str) -> Vec<(String, String)> {
+    let chart = html
+        .split(&format!("<svg id=\"{id}\""))
+        .nth(1)
+        .and_then(|rest| rest.split("</svg>").next())
+        .unwrap_or_else(|| panic!("no chart {id}"));
+    let attr = |tag: &str, name: &str| {
+        tag.split(&format!(" {name}=\""))
+            .nth(1)
+            .and_then(|v| v.split('"').next())
+            .unwrap_or_default()
+            .to_string()
+    };
+    chart
+        .split("<line ")
+        .skip(1)
+        .map(|tag| tag.split("/>").next().unwrap_or_default())
+        .filter(|tag| tag.contains("class=\"key\""))
+        .map(|tag| (attr(tag, "stroke"), attr(tag, "stroke-dasharray")))
+        .collect()
+}
+
+#[test]
+fn the_frontier_page_tells_fifteen_policies_apart_and_shows_its_inputs() {
+    let Some(browser) = chromium_or_skip("the_frontier_page_tells_fifteen_policies_apart") else {
+        return;
+    };
+    let scratch = Scratch::new("frontier-many");
+    let page = scratch.0.join("frontier.html");
+    let keda = common::repo().join("examples/peers/keda.yaml");
+    let out = mds(
+        &[
+            "simulate",
+            "--no-progress",
+            "--until",
+            "5m",
+            "--frontier",
+            "90,95",
+            "--frontier-grid",
+            "0.5..2:2",
+            "--compare",
+            "peers",
+            "--peer",
+            &keda.display().to_string(),
+            "--report",
+            &page.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    // The tuned row, thirteen peers and the team's file: each drawn its own way, ours blue.
+    let drawn = series_styles(&html, "frontier-0");
+    assert_eq!(drawn.len(), 15, "{drawn:?}");
+    let colours: std::collections::BTreeSet<&String> = drawn.iter().map(|(c, _)| c).collect();
+    assert_eq!(
+        colours.len(),
+        drawn.len(),
+        "two peers in one colour: {drawn:?}"
+    );
+    assert_eq!(
+        drawn[0],
+        ("#0072b2".to_string(), String::new()),
+        "ours solid, in our colour"
+    );
+    assert!(
+        drawn[1..].iter().all(|(_, dash)| !dash.is_empty()),
+        "peers dashed"
+    );
+    assert!(
+        html.contains("class=\"label end-label\""),
+        "lines named at their ends"
+    );
+    for shown in [
+        "<h3>Inputs</h3>",
+        "<dt>profile</dt>",
+        "<dt>SLO</dt>",
+        "<dt>cold start</dt>",
+        "<dt>quota</dt>",
+        "<dt>at 95 %</dt>",
+        "keda as written (target 16 running + waiting requests)",
+    ] {
+        assert!(html.contains(shown), "{shown} missing");
+    }
+    assert_drawn(
+        &browser,
+        &scratch.0,
+        &format!("file://{}", page.display()),
+        &["frontier-0"],
+    );
+}
+
 #[test]
 fn the_report_renders_in_chromium_with_every_plot_drawn() {
     let Some(browser) = chromium_or_skip("the_report_renders_in_chromium_with_every_plot_drawn")

@@ -795,7 +795,7 @@ fn the_html_report_goes_next_to_the_json_and_holds_every_plot_and_policy() {
     );
     assert!(
         page.contains("<g class=\"legend\">")
-            && page.contains("ours in blue, the peers in orange-red")
+            && page.contains("ours in blue, each peer in a colour of its own")
     );
     assert!(!page.contains("a policy left of it reaches less"));
     assert!(page.contains("none reaches it for less than Oracle A"));
@@ -1326,7 +1326,7 @@ fn slips_get_errors_that_name_the_fix() {
         ),
         (
             vec!["simulate", "--compare", "keda"],
-            "(KEDA scales through an HPA on its metric, so `hpa` stands for it)",
+            "(KEDA scales through an HPA on its metric, so `hpa` stands for it; --peer FILE runs your own ScaledObject)",
         ),
         (
             vec!["simulate", "--slo-ttft", "-1"],

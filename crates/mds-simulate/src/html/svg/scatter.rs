@@ -14,6 +14,8 @@ pub struct Dot {
     pub x: f64,
     pub y: f64,
     pub ours: bool,
+    /// Its policy's colour (module `styles`).
+    pub colour: &'static str,
 }
 
 /// Attainment against GPU-hours across policies, with a vertical reference (Oracle B); and
@@ -134,12 +136,12 @@ fn scatter_legend(svg: &mut String) {
     let lx = WIDTH - RIGHT - 150.0;
     let _ = write!(
         svg,
-        r#"<g class="legend"><circle cx="{c0:.1}" cy="12" r="5" fill="{ours}"/><text x="{t0:.1}" y="16" class="tick">ours (mds)</text><circle cx="{c1:.1}" cy="12" r="4" fill="{peers}"/><text x="{t1:.1}" y="16" class="tick">peers</text></g>"#,
+        r#"<g class="legend"><circle cx="{c0:.1}" cy="12" r="5" fill="{ours}"/><text x="{t0:.1}" y="16" class="tick">ours (mds)</text><circle cx="{c1:.1}" cy="12" r="4" fill="{peers}"/><text x="{t1:.1}" y="16" class="tick">peers (each its own colour)</text></g>"#,
         c0 = lx,
         t0 = lx + 8.0,
         c1 = lx + 90.0,
         t1 = lx + 98.0,
-        ours = PALETTE[0],
+        ours = crate::html::styles::OURS,
         peers = PALETTE[1],
     );
 }
@@ -187,7 +189,7 @@ fn scatter_dots(
     let mut unlabelled = Vec::new();
     for d in order {
         let (cx, cy) = (scale.x(d.x), scale.y(d.y));
-        let colour = if d.ours { PALETTE[0] } else { PALETTE[1] };
+        let colour = d.colour;
         let width = CHAR_WIDTH * d.name.chars().count() as f64;
         let spot = labels.place(cx, cy, width);
         let _ = write!(

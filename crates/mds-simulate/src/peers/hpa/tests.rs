@@ -166,10 +166,12 @@ fn rules(up: Vec<ScalingPolicy>, down: Vec<ScalingPolicy>, down_window: f64) -> 
     HpaBehavior {
         scale_up: ScalingRules {
             stabilization_seconds: 0.0,
+            select: SelectPolicy::Max,
             policies: up,
         },
         scale_down: ScalingRules {
             stabilization_seconds: down_window,
+            select: SelectPolicy::Max,
             policies: down,
         },
         ..HpaBehavior::default()
@@ -468,8 +470,7 @@ fn no_samples_keeps_the_count_and_roles_without_a_target_are_left_out() {
     let mut hpa = hpa(10.0);
     let starting = with(&[], Starting, 3);
     assert_eq!(hpa.decide(&view(0.0, 3, 1, 10, starting))["server"], 3);
-    let mut other = hpa.clone();
-    other.average_value.clear();
+    let mut other = Hpa::new(BTreeMap::new(), HpaBehavior::default());
     assert!(
         other
             .decide(&view(0.0, 3, 1, 10, loaded(&[50.0; 3])))
