@@ -363,58 +363,38 @@ pub fn check_policy(case: &Case, policy: &Policy) -> Result<(), String> {
 /// The key of the tuned row's tuned trial among the runs.
 const TUNED_KEY: &str = "tuned";
 
-/// The tuned row (`--suggest`'s answer): from its cheapest factor that meets the run's goal
-/// (else the highest tier it reaches), the coordinate search of module `tune` at that goal; a kept change adds its run to the row's trials at
-/// that factor. `None` when the row is not asked for, no factor meets the goal, or nothing
-/// tried does better.
-fn tune_row(
+/// The tuned row: `--suggest`'s answer at the run's goal, by the same search (module
+/// `suggest`), so that the fragment `--suggest` pastes reproduces the row. Its factor trials at
+/// or below the knee become the row's trials; the tuned setting, when tuning kept a change, one
+/// more at the chosen factor. `None` when the row is not asked for or nothing was tuned.
+fn suggested_row(
     case: &Case,
     policies: &[Policy],
-    search: &Search,
+    knees: suggest::Ceiling,
+    threads: usize,
     tried: &mut [Vec<(f64, String)>],
     done: &mut BTreeMap<String, RunReport>,
 ) -> Result<Option<tune::Tuned>, SimError> {
     let Some(i) = policies.iter().position(|p| *p == Policy::Tuned) else {
         return Ok(None);
     };
-    let seed_at = |goal: f64| {
-        tried[i]
-            .iter()
-            .filter_map(|(factor, k)| {
-                let r = &done[k];
-                let attainment = r.summary.totals.attainment?;
-                (attainment >= goal && r.violations.is_empty()).then_some((
-                    *factor,
-                    r.summary.totals.gpu_hours,
-                    attainment,
-                ))
-            })
-            .min_by(|a, b| a.1.total_cmp(&b.1).then(b.2.total_cmp(&a.2)))
-    };
-    // At the run's goal, else at the highest tier the row reaches.
-    let mut goals = search.tiers.clone();
-    goals.sort_by(|a, b| b.total_cmp(a));
-    goals.insert(0, case.options.goal);
-    let Some((goal, (factor, gpu_hours, attainment))) = goals
-        .into_iter()
-        .find_map(|goal| seed_at(goal).map(|seed| (goal, seed)))
-    else {
+    let mut found = suggest::search(case, case.options.goal, knees, threads)?;
+    // Settings above the knee are never suggested, so they are not the row's either.
+    for trial in found.trials.iter_mut().filter(|t| !t.above_knee) {
+        if let Some(report) = trial.report.take() {
+            let key = format!("suggest@{}", trial.factor);
+            done.insert(key.clone(), *report);
+            tried[i].push((trial.factor, key));
+        }
+    }
+    let (Some(chosen), Some(mut tuned)) = (found.chosen, found.tuned) else {
         return Ok(None);
     };
-    let (scaler, _) = suggest::scaled(case.scaler, factor)?;
-    let mut tuned = tune::tune(
-        case,
-        &scaler,
-        (gpu_hours, attainment),
-        goal,
-        &crate::suggest::Ceiling::new(),
-        search.threads,
-    )?;
     let Some(report) = tuned.report.take() else {
         return Ok(None);
     };
     done.insert(TUNED_KEY.to_string(), report);
-    tried[i].push((factor, TUNED_KEY.to_string()));
+    tried[i].push((chosen.factor, TUNED_KEY.to_string()));
     Ok(Some(tuned))
 }
 
@@ -445,8 +425,9 @@ pub fn frontier(
         mut tried,
         measured,
     } = search_rounds(case, policies, search, &targets, &plan, progress)?;
-    let tuned = tune_row(case, policies, search, &mut tried, &mut done)?;
     let curves = plan.assemble(measured);
+    let knees = suggest::ceiling_of(&curves.whole, target, options.goal);
+    let tuned = suggested_row(case, policies, knees, search.threads, &mut tried, &mut done)?;
     measure_at_goal(case, duration, &curves, &mut done);
     let tiers = tier_bounds(case, search, duration, &curves);
     let top = search.grid.factors().last().copied().unwrap_or(1.0);

@@ -36,6 +36,9 @@ pub struct Trial {
     /// A token target above its role's knee at the goal: never suggested (one replica does
     /// not serve that much within the SLO; the latency guard would be doing the scaling).
     pub above_knee: bool,
+    /// Its run in full (for the frontier's row, which is this search's answer).
+    #[serde(skip)]
+    pub report: Option<Box<crate::run::RunReport>>,
 }
 
 impl Trial {
@@ -125,10 +128,19 @@ pub type Ceiling = BTreeMap<String, f64>;
 pub fn ceiling(case: &Case, goal: f64, threads: usize) -> Ceiling {
     let curves =
         crate::run::whole_curves(case.scaler, case.target, &case.trace, case.options, threads);
+    ceiling_of(&curves, case.target, goal)
+}
+
+/// The knees at `goal` of roles' measured `curves`, per kind (the least over its roles).
+pub fn ceiling_of(
+    curves: &BTreeMap<String, crate::capacity::Curves>,
+    target: &mds_api::target::ModelDeployment,
+    goal: f64,
+) -> Ceiling {
     let mut out = Ceiling::new();
-    for (role, c) in &curves {
+    for (role, c) in curves {
         let knee = c.one().and_then(|c| c.knee(goal));
-        let kind = case.target.spec.roles.iter().find(|r| &r.name == role);
+        let kind = target.spec.roles.iter().find(|r| &r.name == role);
         if let (Some(knee), Some(r)) = (knee, kind) {
             let label = format!("{:?}", r.kind()).to_lowercase();
             let least = out.entry(label).or_insert(f64::INFINITY);
@@ -330,8 +342,10 @@ fn run_factors(
         });
         targets.push(t);
     }
-    let comparison = compare::compare(case, &contenders, threads, &|_| {})?;
-    let unattainable_share = comparison.runs.first().map_or(0.0, |run| {
+    // Totals only: no bounds or metrics to measure.
+    let runs = compare::run_all(case, &contenders, threads, &|_| {})?;
+    let rows = compare::rows(&runs, None);
+    let unattainable_share = runs.first().map_or(0.0, |run| {
         let totals = &run.summary.totals;
         if totals.requests > 0.0 {
             totals.unattainable / totals.requests
@@ -339,30 +353,57 @@ fn run_factors(
             0.0
         }
     });
-    let trials = comparison
-        .rows
+    let trials = rows
         .iter()
+        .zip(runs)
         .zip(factors)
         .zip(targets)
         .zip(over)
-        .map(|(((row, f), t), above_knee)| Trial {
+        .map(|((((row, run), f), t), above_knee)| Trial {
             factor: *f,
             targets: t,
             attainment: row.attainment,
             gpu_hours: row.gpu_hours,
             violations: row.violations,
             above_knee,
+            report: Some(Box::new(run)),
         })
         .collect();
     Ok((trials, unattainable_share))
 }
 
-/// The search (module documentation).
-/// `own`: the team's autoscalers (`--peer`), priced as written beside the suggestion.
+/// The search (module documentation), then the peers priced beside its answer: `own`, the
+/// team's autoscalers (`--peer`) as written, else the default peers at the suggested capacity.
 pub fn suggest(
     case: &Case,
     goal: f64,
     own: &[Arc<PeerFile>],
+    threads: usize,
+) -> Result<Suggestion, SimError> {
+    let knees = ceiling(case, goal, threads);
+    let mut found = search(case, goal, knees, threads)?;
+    let aimed = crate::guards::aimed_at(case.scaler, &case.options.slo)?.0;
+    let case = &Case {
+        scaler: &aimed,
+        trace: case.trace.clone(),
+        ..*case
+    };
+    found.peers = match &found.tuned {
+        Some(t) => peers_at(case, &t.scaler, own, threads)?,
+        None if !own.is_empty() => peers_at(case, case.scaler, own, threads)?,
+        None => Vec::new(),
+    };
+    Ok(found)
+}
+
+/// The one tuner `--suggest` and the frontier's `mds --suggest` row share: the guards aimed at
+/// the SLO, the factor grid and its halvings toward the cheapest setting at or below `knees`
+/// (each kind's knee at the goal) that meets `goal`, then the coordinate search of module
+/// `tune` from it, held under the knees too. No peers are priced.
+pub fn search(
+    case: &Case,
+    goal: f64,
+    knees: Ceiling,
     threads: usize,
 ) -> Result<Suggestion, SimError> {
     // The pasted scaler's guards aim at the SLO it was searched for (module `guards`).
@@ -372,16 +413,13 @@ pub fn suggest(
         trace: case.trace.clone(),
         ..*case
     };
-    let doc = serde_json::to_value(case.scaler)
-        .map_err(|e| SimError::Input(format!("the scaler does not serialise: {e}")))?;
-    if target_fields(&doc["spec"]["algorithm"]).is_empty() {
+    if !has_target(case.scaler) {
         return Err(SimError::Input(
             "the scaler's algorithm gives no per-replica target to search (a token capacity or a Proportional request target)".into(),
         ));
     }
     let grid = [0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6, 8.0];
-    let ceiling = ceiling(case, goal, threads);
-    let (mut trials, unattainable_share) = run_factors(case, &grid, &ceiling, threads)?;
+    let (mut trials, unattainable_share) = run_factors(case, &grid, &knees, threads)?;
     for _ in 0..3 {
         trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
         let Some(best) = cheapest(&trials, goal) else {
@@ -395,7 +433,7 @@ pub fn suggest(
             break;
         }
         let mid = (mid * 1000.0).round() / 1000.0;
-        trials.extend(run_factors(case, &[mid], &ceiling, threads)?.0);
+        trials.extend(run_factors(case, &[mid], &knees, threads)?.0);
     }
     trials.sort_by(|a, b| a.factor.total_cmp(&b.factor));
     let chosen = cheapest(&trials, goal).cloned();
@@ -403,7 +441,7 @@ pub fn suggest(
         Some(t) => {
             let (scaler, _) = scaled(case.scaler, t.factor)?;
             let seed = (t.gpu_hours, t.attainment.unwrap_or(goal));
-            let tuned = crate::tune::tune(case, &scaler, seed, goal, &ceiling, threads)?;
+            let tuned = crate::tune::tune(case, &scaler, seed, goal, &knees, threads)?;
             let spec = serde_json::to_value(&tuned.scaler.spec)
                 .map_err(|e| SimError::Input(e.to_string()))?;
             let behavior_changed = tuned.steps.iter().any(|s| s.field.starts_with("behavior."));
@@ -415,16 +453,11 @@ pub fn suggest(
         }
         None => (None, None),
     };
-    let peers = match &tuned {
-        Some(t) => peers_at(case, &t.scaler, own, threads)?,
-        None if !own.is_empty() => peers_at(case, case.scaler, own, threads)?,
-        None => Vec::new(),
-    };
     Ok(Suggestion {
         goal,
         guard_changes,
-        ceiling,
-        peers,
+        ceiling: knees,
+        peers: Vec::new(),
         trials,
         chosen,
         fragment,
@@ -456,6 +489,7 @@ mod tests {
             gpu_hours,
             violations: 0,
             above_knee,
+            report: None,
         }
     }
 

@@ -32,7 +32,9 @@ pub(super) fn search_rounds(
 ) -> Result<Searched, SimError> {
     let mut done: BTreeMap<String, RunReport> = BTreeMap::new();
     let mut tried: Vec<Vec<(f64, String)>> = vec![Vec::new(); policies.len()];
+    // The tuned row is `--suggest`'s own search (`suggested_row`), not this grid's.
     let mut wanted: Vec<(usize, f64)> = (0..policies.len())
+        .filter(|&i| policies[i] != Policy::Tuned)
         .flat_map(|i| search.grid.factors().into_iter().map(move |f| (i, f)))
         .collect();
     // A team's own file is also run as written, whatever the grid.

@@ -129,11 +129,14 @@ fn no_policy_reaches_a_tier_below_oracle_a_on_any_bundled_trace() {
         ),
     ] {
         let f = frontier_of(trace, options, search);
-        // Six factors each; the tuned row may add its tuned trial.
+        // Six factors each; the tuned row is --suggest's own search (its eleven factors and
+        // three halvings at or below the knee, and the tuned trial).
         assert!(
-            f.policies.iter().all(
-                |p| p.trials.len() == 6 || (p.policy == "mds --suggest" && p.trials.len() == 7)
-            ),
+            f.policies.iter().all(|p| if p.policy == "mds --suggest" {
+                p.trials.len() <= 15
+            } else {
+                p.trials.len() == 6
+            }),
             "{name}"
         );
         assert!(
@@ -177,14 +180,9 @@ fn the_frontier_is_the_same_whatever_the_jobs_and_refines_toward_each_tier() {
         serde_json::to_string(&one).unwrap(),
         serde_json::to_string(&two).unwrap()
     );
-    // Identical settings run once: the tuned row is the example's own TokenThroughput.
-    let row = |name: &str| one.policies.iter().find(|p| p.policy == name).unwrap();
-    assert_eq!(
-        row("mds --suggest").trials,
-        row("mds-tokenthroughput").trials
-    );
-    // Refinement adds factors between the grid's where a tier's bracket was.
-    for p in &one.policies {
+    // Refinement adds factors between the grid's where a tier's bracket was (the tuned row
+    // is --suggest's search, on its own grid: the_pasted_suggestion_reproduces_... below).
+    for p in one.policies.iter().filter(|p| p.policy != "mds --suggest") {
         let grid = [0.5, 1.0, 2.0, 4.0];
         for (tier, point) in one.tiers.iter().zip(&p.tiers) {
             let Some(point) = point else { continue };
@@ -533,4 +531,78 @@ fn no_policy_beats_oracle_a_in_the_worlds_random_runs_found() {
         .filter_map(|(name, w)| beaten(name, &frontier_of_world(w)))
         .collect();
     assert!(broken.is_empty(), "{broken:#?}");
+}
+
+/// `--suggest` and the frontier's `mds --suggest` row are one answer: the fragment
+/// `--suggest` pastes, merged into the scaler and run as given, costs exactly the row's
+/// GPU-hours and reaches exactly its attainment.
+#[test]
+fn the_pasted_suggestion_reproduces_the_frontiers_suggest_row() {
+    let (scaler, target) = common::manifests(CHAT);
+    let trace = Trace::parse_azure_csv(CONV)
+        .unwrap()
+        .window(0.0, Some(900.0))
+        .unwrap()
+        .rate_multiplied(2.0, 1)
+        .unwrap();
+    let options = RunOptions::new(profile(DEFAULT_PROFILE).unwrap());
+    let case = Case {
+        scaler: &scaler,
+        target: &target,
+        trace: Arc::new(trace),
+        load: "test",
+        options: &options,
+    };
+    let search = Search {
+        tiers: vec![0.9, 0.95],
+        grid: Grid::default(),
+        refinements: 1,
+        threads: 2,
+    };
+    let f = frontier::frontier(&case, &[Policy::Tuned], &search, &|_| {}).unwrap();
+    let found = mds_simulate::suggest::suggest(&case, options.goal, &[], 2).unwrap();
+    let chosen = found.chosen.as_ref().expect("a setting meets the goal");
+    let row = &f.policies[0];
+    // The row's answer: its tuned trial, else its trial at the chosen factor.
+    let answer = row
+        .trials
+        .iter()
+        .find(|t| t.knob.contains("tuned:"))
+        .or_else(|| row.trials.iter().find(|t| t.factor == chosen.factor))
+        .expect("the row holds the suggestion");
+    // The fragment, pasted into the scaler's spec.
+    let fragment: serde_json::Value =
+        serde_yaml_ng::from_str(found.fragment.as_deref().unwrap()).unwrap();
+    let mut doc = serde_json::to_value(&scaler).unwrap();
+    for (block, value) in fragment.as_object().unwrap() {
+        doc["spec"][block] = value.clone();
+    }
+    let pasted: mds_api::ModelDeploymentScaler = serde_json::from_value(doc).unwrap();
+    let report = mds_simulate::run::run(
+        pasted,
+        target.clone(),
+        case.trace.clone(),
+        "test",
+        &options,
+        &mut |_| {},
+    )
+    .unwrap();
+    let totals = &report.summary.totals;
+    assert_eq!(
+        (totals.gpu_hours, totals.attainment),
+        (answer.gpu_hours, answer.attainment),
+        "the pasted fragment runs as the row says ({})",
+        answer.knob
+    );
+    let said = found
+        .tuned
+        .as_ref()
+        .map_or((chosen.gpu_hours, chosen.attainment), |t| {
+            (t.gpu_hours, Some(t.attainment))
+        });
+    assert_eq!(
+        said,
+        (answer.gpu_hours, answer.attainment),
+        "and as --suggest says"
+    );
 }

@@ -430,3 +430,51 @@ fn an_slo_per_prompt_class_grades_reports_and_plots_each_request_against_its_own
         );
     }
 }
+
+/// Issue 46 item 4: the fragment `--suggest` pastes, put into the scaler and run as a user
+/// runs it, gives the attainment and GPU-hours the suggestion said (and the frontier's
+/// `mds --suggest` row, which is the same search: tests/it/frontier.rs in mds-simulate).
+#[test]
+fn the_pasted_suggestion_runs_as_the_suggestion_said() {
+    let scratch = Scratch::new("pasted");
+    let file = scratch.file("chat.yaml", &example("Active", true, (1, 8)));
+    let (stdout, stderr, code) = simulate(&file, &["--suggest"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    // The answer: the tuned line when tuning kept a change, else the suggested one.
+    let said = stdout
+        .lines()
+        .find(|l| l.starts_with("tuned: "))
+        .or_else(|| stdout.lines().find(|l| l.starts_with("suggested: ")))
+        .unwrap_or_else(|| panic!("no answer in:\n{stdout}"));
+    let fragment = stdout
+        .split("paste into the scaler's spec:\n")
+        .nth(1)
+        .expect("a fragment");
+    let blocks: serde_json::Value = serde_yaml_ng::from_str(fragment).unwrap();
+    let mut docs: Vec<serde_json::Value> =
+        serde_yaml_ng::Deserializer::from_str(&std::fs::read_to_string(&file).unwrap())
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+    for doc in &mut docs {
+        if doc["kind"] == "ModelDeploymentScaler" {
+            for (block, value) in blocks.as_object().unwrap() {
+                doc["spec"][block] = value.clone();
+            }
+        }
+    }
+    let pasted = docs
+        .iter()
+        .map(|d| serde_yaml_ng::to_string(d).unwrap())
+        .collect::<Vec<_>>()
+        .join("---\n");
+    let pasted = scratch.file("pasted.yaml", &pasted);
+    let (run, stderr, code) = simulate(&pasted, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let attainment = row_number(&run, "SLO attainment");
+    let gpu_hours = row_number(&run, "GPU-hours");
+    assert!(
+        said.contains(&format!("{attainment:.1} %"))
+            && said.contains(&format!("{gpu_hours:.2} GPU-hours")),
+        "the suggestion said {said:?}; the pasted scaler ran {attainment:.1} % at {gpu_hours:.2} GPU-hours"
+    );
+}
