@@ -93,11 +93,11 @@ impl KnativeKpa {
         )
     }
 
-    /// On concurrency, or on requests per second (`rps`, the rate over the stable window),
-    /// at `targets` per replica.
+    /// On concurrency, or on requests per second (`rps`: each scrape's requests since the one
+    /// before, as the queue-proxy reports them; the windows do the averaging), at `targets`
+    /// per replica.
     pub fn on(targets: RoleTargets, rps: bool, config: KnativeConfig) -> Self {
-        let reader =
-            rps.then(|| PodReader::new(PodMetric::RequestRate, config.stable_window_seconds));
+        let reader = rps.then(|| PodReader::new(PodMetric::RequestRate, config.bucket_seconds));
         KnativeKpa {
             config,
             targets,

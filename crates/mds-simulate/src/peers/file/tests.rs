@@ -285,3 +285,36 @@ fn a_file_that_is_no_autoscaler_says_what_it_reads() {
     let e = read("a: 1\n").unwrap_err();
     assert_eq!(e.to_string(), "kind: is missing");
 }
+
+#[test]
+fn a_knative_rps_target_reads_each_scrapes_request_rate() {
+    let rps = KNATIVE.replace(
+        "        autoscaling.knative.dev/target: \"10\"\n",
+        "        autoscaling.knative.dev/metric: rps\n        autoscaling.knative.dev/target: \"2\"\n",
+    );
+    let file = read(&rps).unwrap();
+    assert!(
+        file.summary
+            .starts_with("Knative KPA: requests/s at 2 per replica x 70 % utilization"),
+        "{}",
+        file.summary
+    );
+    // Two replicas each finishing 7 requests a second for 10 s: 14 requests/s against
+    // 2 x 0.7 a replica wants 10 replicas, within the file's 2..6.
+    let mut peer = file.build(1.0);
+    let at = |t: f64| {
+        let replica = |ordinal: u32| Replica {
+            ordinal,
+            state: Lifecycle::Ready,
+            sample: Some(Sample {
+                requests: 7.0 * t,
+                ..Sample::default()
+            }),
+        };
+        view(t, 2, 1, 8, vec![replica(0), replica(1)])
+    };
+    for s in 0..=10 {
+        peer.observe(&at(f64::from(s)));
+    }
+    assert_eq!(peer.decide(&at(10.0))["server"], 6);
+}
