@@ -222,6 +222,19 @@ pub struct TierBounds {
     pub bounds: Option<Bounds>,
 }
 
+impl TierBounds {
+    /// Each role's knee at the tier in words (`server 5404 tokens/s, ...`); `None` without one.
+    pub fn knee_words(&self) -> Option<String> {
+        (!self.knees.is_empty()).then(|| {
+            self.knees
+                .iter()
+                .map(|(role, k)| format!("{role} {:.0} tokens/s", k.tokens_per_second))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    }
+}
+
 /// The whole frontier.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Frontier {

@@ -203,16 +203,10 @@ fn frontier_inputs(out: &mut String, f: &crate::frontier::Frontier, world: &Worl
             .join(", "),
     );
     for t in &f.tiers {
-        let knees: Vec<String> = t
-            .knees
-            .iter()
-            .map(|(role, k)| format!("{role} {:.0} tokens/s", k.tokens_per_second))
-            .collect();
-        let knee = if knees.is_empty() {
-            "no knee (no load meets it)".to_string()
-        } else {
-            format!("knee {}", knees.join(", "))
-        };
+        let knee = t.knee_words().map_or_else(
+            || "no knee (no load meets it)".to_string(),
+            |k| format!("knee {k}"),
+        );
         let bounds = t.bounds.as_ref().map_or("no bound".into(), |b| {
             format!(
                 "{}, static peak {:.2} GPU-h",

@@ -63,11 +63,6 @@ fn frontier_header(out: &mut String, f: &Frontier, load: &str, requests: usize, 
         per_replica_targets(&f.targets).join(", ")
     );
     for t in &f.tiers {
-        let knee: Vec<String> = t
-            .knees
-            .iter()
-            .map(|(role, k)| format!("{role} {:.0} tokens/s", k.tokens_per_second))
-            .collect();
         let bounds = t
             .bounds
             .as_ref()
@@ -76,11 +71,8 @@ fn frontier_header(out: &mut String, f: &Frontier, load: &str, requests: usize, 
             out,
             "  at {}: knee {}; {bounds}",
             tier_name(t.tier),
-            if knee.is_empty() {
-                "none (no load meets it)".into()
-            } else {
-                knee.join(", ")
-            }
+            t.knee_words()
+                .unwrap_or_else(|| "none (no load meets it)".into())
         );
     }
 }

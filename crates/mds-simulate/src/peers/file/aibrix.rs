@@ -3,13 +3,13 @@
 
 use super::fields::{Field, PeerFileError};
 use super::names::{self, number};
-use super::{FileMetric, PeerFile, Spec, floor_of};
+use super::{FileMetric, Policy, Spec, floor_of};
 use crate::peers::aibrix::{AibrixAlgorithm, AibrixConfig};
 use crate::peers::hpa::{HpaBehavior, MetricSource};
 
 const PREFIX: &str = "autoscaling.aibrix.ai/";
 
-pub(super) fn read(root: &Field) -> Result<PeerFile, PeerFileError> {
+pub(super) fn read(root: &Field) -> Result<Policy, PeerFileError> {
     let spec = root.get("spec");
     let mut notes = Vec::new();
     let strategy_field = spec.get("scalingStrategy");
@@ -72,7 +72,7 @@ pub(super) fn read(root: &Field) -> Result<PeerFile, PeerFileError> {
                 target,
                 rate_window: 60.0,
             }];
-            return Ok(PeerFile {
+            return Ok(Policy {
                 summary: format!(
                     "AIBrix HPA: {} at {} per replica, {min}..{max} replicas, default behaviour",
                     metric.describe(),
@@ -85,8 +85,6 @@ pub(super) fn read(root: &Field) -> Result<PeerFile, PeerFileError> {
                     metrics,
                     behavior: HpaBehavior::default(),
                 },
-                name: String::new(),
-                object: String::new(),
             });
         }
         other => {
@@ -108,7 +106,7 @@ pub(super) fn read(root: &Field) -> Result<PeerFile, PeerFileError> {
         number(config.down_tolerance),
         number(config.scale_down_cooldown_seconds),
     );
-    Ok(PeerFile {
+    Ok(Policy {
         summary,
         notes,
         min,
@@ -119,8 +117,6 @@ pub(super) fn read(root: &Field) -> Result<PeerFile, PeerFileError> {
             target,
             config,
         },
-        name: String::new(),
-        object: String::new(),
     })
 }
 

@@ -4,7 +4,7 @@
 
 use super::fields::{Field, PeerFileError};
 use super::names::{self, number};
-use super::{FileMetric, PeerFile, Spec, floor_of};
+use super::{FileMetric, Policy, Spec, floor_of};
 use crate::peers::hpa::{
     Aggregate, HpaBehavior, MetricSource, ScalingPolicy, ScalingRules, SelectPolicy,
 };
@@ -12,7 +12,7 @@ use crate::peers::hpa::{
 /// The window the Prometheus adapter's usual rule takes a counter's rate over.
 const ADAPTER_RATE_SECONDS: f64 = 120.0;
 
-pub(super) fn read_hpa(root: &Field, api: &str) -> Result<PeerFile, PeerFileError> {
+pub(super) fn read_hpa(root: &Field, api: &str) -> Result<Policy, PeerFileError> {
     if api == "autoscaling/v1" {
         return Err(root.get("apiVersion").error(
             "autoscaling/v1 scales on CPU only, which the simulator does not model; write the HPA as autoscaling/v2 with a Pods or External metric on the engine's series",
@@ -34,14 +34,12 @@ pub(super) fn read_hpa(root: &Field, api: &str) -> Result<PeerFile, PeerFileErro
         metrics.push(hpa_metric(item, &mut notes)?);
     }
     let behavior = behavior(&spec.get("behavior"))?;
-    Ok(PeerFile {
+    Ok(Policy {
         summary: summary("HPA", &metrics, &behavior, min, max),
         notes,
         min,
         max: Some(max),
         spec: Spec::Hpa { metrics, behavior },
-        name: String::new(),
-        object: String::new(),
     })
 }
 
@@ -129,7 +127,7 @@ fn hpa_metric(item: &Field, notes: &mut Vec<String>) -> Result<FileMetric, PeerF
     })
 }
 
-pub(super) fn read_keda(root: &Field) -> Result<PeerFile, PeerFileError> {
+pub(super) fn read_keda(root: &Field) -> Result<Policy, PeerFileError> {
     let spec = root.get("spec");
     let mut notes = Vec::new();
     let min_field = spec.get("minReplicaCount");
@@ -191,14 +189,12 @@ pub(super) fn read_keda(root: &Field) -> Result<PeerFile, PeerFileError> {
             .get("horizontalPodAutoscalerConfig")
             .get("behavior"),
     )?;
-    Ok(PeerFile {
+    Ok(Policy {
         summary: summary("KEDA (its HPA)", &metrics, &behavior, min, max),
         notes,
         min,
         max: Some(max),
         spec: Spec::Hpa { metrics, behavior },
-        name: String::new(),
-        object: String::new(),
     })
 }
 

@@ -3,12 +3,12 @@
 
 use super::fields::{Field, PeerFileError};
 use super::names::number;
-use super::{PeerFile, Spec, floor_of};
+use super::{Policy, Spec, floor_of};
 use crate::peers::knative::KnativeConfig;
 
 const PREFIX: &str = "autoscaling.knative.dev/";
 
-pub(super) fn read(root: &Field, kind: &str) -> Result<PeerFile, PeerFileError> {
+pub(super) fn read(root: &Field, kind: &str) -> Result<Policy, PeerFileError> {
     let template = if kind == "Revision" {
         root.clone()
     } else {
@@ -129,7 +129,7 @@ pub(super) fn read(root: &Field, kind: &str) -> Result<PeerFile, PeerFileError> 
         number(config.panic_threshold * 100.0),
         max.map_or("maxReplicas".to_string(), |m| m.to_string())
     );
-    Ok(PeerFile {
+    Ok(Policy {
         summary,
         notes,
         min,
@@ -139,7 +139,5 @@ pub(super) fn read(root: &Field, kind: &str) -> Result<PeerFile, PeerFileError> 
             target,
             config,
         },
-        name: String::new(),
-        object: String::new(),
     })
 }

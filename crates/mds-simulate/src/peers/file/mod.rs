@@ -40,6 +40,15 @@ pub struct PeerFile {
     spec: Spec,
 }
 
+/// What a reader makes of a file's object, before it is named.
+struct Policy {
+    summary: String,
+    notes: Vec<String>,
+    min: i32,
+    max: Option<i32>,
+    spec: Spec,
+}
+
 /// The policy a file configures.
 #[derive(Clone, Debug, PartialEq)]
 enum Spec {
@@ -77,7 +86,7 @@ impl PeerFile {
         let kind = root.get("kind").text()?;
         let api = root.get("apiVersion").text().unwrap_or_default();
         let name = root.get("metadata").get("name").text().unwrap_or_default();
-        let mut read = match kind.as_str() {
+        let policy = match kind.as_str() {
             "HorizontalPodAutoscaler" => hpa::read_hpa(&root, &api)?,
             "ScaledObject" => hpa::read_keda(&root)?,
             "Service" | "Configuration" | "Revision" if api.starts_with("serving.knative.dev") => {
@@ -90,9 +99,15 @@ impl PeerFile {
                 )));
             }
         };
-        read.name = file_stem.to_string();
-        read.object = format!("{kind} {name:?}");
-        Ok(read)
+        Ok(PeerFile {
+            name: file_stem.to_string(),
+            object: format!("{kind} {name:?}"),
+            summary: policy.summary,
+            notes: policy.notes,
+            min: policy.min,
+            max: policy.max,
+            spec: policy.spec,
+        })
     }
 
     /// The peer at `factor` times the object's targets (1: as written), held to the
