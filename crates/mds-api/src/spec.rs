@@ -31,10 +31,13 @@ pub const VERSION: &str = "v1";
     derive = "PartialEq",
     printcolumn = r#"{"name": "Target", "type": "string", "jsonPath": ".spec.targetRef.name"}"#,
     printcolumn = r#"{"name": "Mode", "type": "string", "jsonPath": ".spec.mode"}"#,
-    printcolumn = r#"{"name": "Algorithm", "type": "string", "jsonPath": ".spec.algorithm.type"}"#,
-    printcolumn = r#"{"name": "Bound", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Bound\")].status"}"#,
-    printcolumn = r#"{"name": "Active", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Active\")].status"}"#,
-    printcolumn = r#"{"name": "Blocked", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Blocked\")].status"}"#,
+    printcolumn = r#"{"name": "Desired", "type": "string", "description": "Counts on the target by role", "jsonPath": ".status.summary.desired"}"#,
+    printcolumn = r#"{"name": "Ready", "type": "string", "description": "Ready replicas by role", "jsonPath": ".status.summary.ready"}"#,
+    printcolumn = r#"{"name": "Last Reason", "type": "string", "description": "The latest decision's reason", "jsonPath": ".status.summary.lastReason"}"#,
+    printcolumn = r#"{"name": "Blocked", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Blocked\")].reason"}"#,
+    printcolumn = r#"{"name": "Algorithm", "type": "string", "priority": 1, "jsonPath": ".spec.algorithm.type"}"#,
+    printcolumn = r#"{"name": "Bound", "type": "string", "priority": 1, "jsonPath": ".status.conditions[?(@.type==\"Bound\")].status"}"#,
+    printcolumn = r#"{"name": "Active", "type": "string", "priority": 1, "jsonPath": ".status.conditions[?(@.type==\"Active\")].status"}"#,
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -238,6 +241,20 @@ pub enum ProportionalMetric {
     PromptTokensPerSecond,
     GenerationTokensPerSecond,
     TotalTokensPerSecond,
+}
+
+impl ProportionalMetric {
+    /// The metric's name as the spec writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProportionalMetric::QueueDepth => "QueueDepth",
+            ProportionalMetric::RunningRequests => "RunningRequests",
+            ProportionalMetric::WaitingRequests => "WaitingRequests",
+            ProportionalMetric::PromptTokensPerSecond => "PromptTokensPerSecond",
+            ProportionalMetric::GenerationTokensPerSecond => "GenerationTokensPerSecond",
+            ProportionalMetric::TotalTokensPerSecond => "TotalTokensPerSecond",
+        }
+    }
 }
 
 /// The per-replica target of one role.

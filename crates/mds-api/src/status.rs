@@ -51,6 +51,89 @@ pub struct ModelDeploymentScalerStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
+    /// The latest decisions, oldest first, at most 10: each write of counts to the target
+    /// (Active), or each change of the recommended counts (Shadow).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<DecisionRecord>,
+    /// One line per column of `kubectl get mds`: the counts and the latest decision's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<StatusSummary>,
+}
+
+/// How many decisions `status.decisions` keeps.
+pub const DECISION_HISTORY: usize = 10;
+
+/// What a decision did to the target.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecisionKind {
+    /// A planned vector written to the target (a donation's two steps included).
+    Commit,
+    /// A pending cohort's baseline restored after its admission timed out.
+    Rollback,
+    /// The pre-scale-down vector restored after an aborted retirement.
+    Restore,
+    /// A Shadow (or not owning) scaler's recommended counts changed; nothing was written.
+    Recommendation,
+}
+
+/// One decision: when, what it changed, why, and the numbers that decided it.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionRecord {
+    pub time: Time,
+    /// The decision written to the target with the counts (none for a recommendation).
+    #[serde(
+        rename = "decisionID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub decision_id: Option<String>,
+    pub kind: DecisionKind,
+    /// The reason of the first role that changed (the same words as `roles[].reason`, the
+    /// events and the operator's metrics), or `ResourceExhausted` for a rollback,
+    /// `ScaleDownAborted` for a restore, `DonorRelease` or `ReceiverAcquire` for a donation.
+    pub reason: String,
+    /// Counts by role before the decision.
+    pub before: ReplicaVector,
+    /// Counts by role after it.
+    pub after: ReplicaVector,
+    /// Each role the decision changed, with what the algorithm measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<DecisionRole>,
+}
+
+/// One role a decision changed.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionRole {
+    pub name: String,
+    /// The role's reason that pass.
+    pub reason: String,
+    /// What demand and capacity are measured in: a Proportional metric's name or
+    /// `TokensPerSecond`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// The load the algorithm sized the role on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Quantity>,
+    /// What the role's ready replicas serve at their per-replica target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Quantity>,
+}
+
+/// The columns of `kubectl get mds`.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusSummary {
+    /// Counts on the target by role (`4`, or `decode=3,prefill=2` with several roles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<String>,
+    /// Ready replicas by role, written the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// The latest decision's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reason: Option<String>,
 }
 
 /// The target seen by the scaler.

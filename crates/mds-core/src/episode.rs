@@ -10,6 +10,7 @@ use mds_api::target::Retirement;
 use mds_planner::Policy;
 
 use crate::guards::abort_cooldown_active;
+use crate::history;
 use crate::pass::Pass;
 use crate::protocol;
 use crate::rebalance::{self, Step};
@@ -299,7 +300,14 @@ pub(crate) fn rebalance_step(
             None
         }
         Step::Release { donor, vector } => {
-            let write = commit_vector(pass, view, term, memory, &vector);
+            let write = commit_vector(
+                pass,
+                view,
+                term,
+                memory,
+                &vector,
+                Some(history::DONOR_RELEASE),
+            );
             if let Some(r) = pass.status.rebalance.as_mut() {
                 r.donor_role = Some(donor.clone());
                 r.donor_target_replicas = Some(vector[&donor]);
@@ -316,7 +324,14 @@ pub(crate) fn rebalance_step(
             Some(write)
         }
         Step::Acquire { vector } => {
-            let write = commit_vector(pass, view, term, memory, &vector);
+            let write = commit_vector(
+                pass,
+                view,
+                term,
+                memory,
+                &vector,
+                Some(history::RECEIVER_ACQUIRE),
+            );
             set_reason(pass, RebalanceReason::ReceiverAcquire);
             let decision = write.decision_id.as_deref().unwrap_or_default();
             let message = format!("{receiver} acquires the released replica (decision {decision})");

@@ -265,6 +265,8 @@ pub(crate) fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
     if let Some(planner) = memory.planner.as_ref().filter(|_| pass.plan.is_some()) {
         crate::memory::persist(planner, &mut pass.status);
     }
+    let written = pass.write.as_ref().and_then(|w| w.vector.as_ref());
+    crate::history::summarize(&mut pass.status, written);
     let write_status = control_plane_moved(&pass.status, input.scaler.status);
     let wake_at = crate::wake::wake_at(&pass, memory);
     Outcome {
@@ -273,6 +275,7 @@ pub(crate) fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
         write_status,
         events: pass.events,
         plan: pass.plan,
+        policy: pass.policy,
         wake_at,
     }
 }
@@ -312,6 +315,7 @@ fn control_plane_moved(
             &s.pending_cohort,
             &s.rebalance,
             &s.last_scale_down,
+            (&s.decisions, &s.summary),
         )
     }
     let written = |s: &ModelDeploymentScalerStatus| {
@@ -320,7 +324,9 @@ fn control_plane_moved(
             s.last_commit,
             s.pending_cohort,
             s.rebalance,
-            s.last_scale_down
+            s.last_scale_down,
+            s.decisions,
+            s.summary
         ])
     };
     new.observed_generation != old.observed_generation

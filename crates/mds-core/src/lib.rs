@@ -9,6 +9,7 @@ mod episode;
 mod failed_write;
 mod finish;
 mod guards;
+mod history;
 pub mod memory;
 mod pass;
 pub mod patch;
@@ -235,6 +236,8 @@ pub struct Outcome {
     pub events: Vec<Event>,
     /// The planner's result, when planning ran (for metrics and reports).
     pub plan: Option<Plan>,
+    /// The policy that plan ran under (bounds, targets, interval: for metrics).
+    pub policy: Option<mds_planner::Policy>,
     /// The earliest moment after `now` at which a pass could decide otherwise without new
     /// input (a cohort's admission timeout, an abort cooldown's end, a window or grace edge,
     /// a backoff end, a bound on a wait); `None` when nothing waits on the clock. The shell

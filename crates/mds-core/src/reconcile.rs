@@ -7,6 +7,7 @@ use crate::binding;
 use crate::episode::{backoff_roles, rebalance_step, settle_transaction};
 use crate::finish::finish;
 use crate::guards::guards;
+use crate::history;
 use crate::pass::Pass;
 use crate::planning::{plan, report_protocol_write};
 use crate::records;
@@ -39,10 +40,12 @@ fn run(pass: &mut Pass, view: &View, memory: &mut Memory) {
         Case::Foreign { owner } => {
             binding::foreign(pass, &owner);
             plan_only(pass, view, memory);
+            history::record_recommendation(pass, &view.current);
         }
         Case::Shadow => {
             binding::shadow(pass, view, memory);
             plan_only(pass, view, memory);
+            history::record_recommendation(pass, &view.current);
         }
         Case::Acquiring => {
             resume_kept_records(pass, view);

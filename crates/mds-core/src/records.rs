@@ -5,6 +5,7 @@
 use jiff::SignedDuration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mds_api::status::{PendingCohort, ReplicaVector, ScaleDownOutcome};
+use mds_planner::Reason;
 
 use crate::episode;
 use crate::pass::Pass;
@@ -45,7 +46,14 @@ fn restore(pass: &mut Pass, view: &View, term: i64) -> Option<Write> {
         restore.insert(role.clone(), removed.end);
     }
     let cooldown = pass.input.scaler.spec.cooldown_after_abort_seconds();
-    let write = record_commit(pass, view, term, &restore, WriteKind::Restore);
+    let write = record_commit(
+        pass,
+        view,
+        term,
+        &restore,
+        WriteKind::Restore,
+        Some(Reason::ScaleDownAborted.as_str()),
+    );
     // A role whose removed ordinals already retired comes back as new replicas: track them
     // like any growth, so they time out and roll back if they are not admitted.
     let recreated: Vec<&String> = shrunk
@@ -166,7 +174,14 @@ fn rollback(
         pass.status.pending_cohort = None;
         return None;
     }
-    let write = record_commit(pass, view, term, &baseline, WriteKind::Rollback);
+    let write = record_commit(
+        pass,
+        view,
+        term,
+        &baseline,
+        WriteKind::Rollback,
+        Some(Reason::ResourceExhausted.as_str()),
+    );
     pass.status.pending_cohort = None;
     record_rollback_shrink(pass, view, current, &baseline);
     let receiver = unadmitted.first().map(|(role, _)| role.clone());

@@ -4,9 +4,10 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mds_api::annotations::DecisionPayload;
-use mds_api::status::{LastCommit, PendingCohort, ReplicaVector};
+use mds_api::status::{DecisionKind, LastCommit, PendingCohort, ReplicaVector};
 use mds_planner::state::Growth;
 
+use crate::history;
 use crate::pass::Pass;
 use crate::patch;
 use crate::protocol;
@@ -36,30 +37,41 @@ pub(crate) fn commit_plan(
         pass.refused = Some(refused.message.clone());
         return None;
     }
-    let write = commit_vector(pass, view, term, memory, &vector);
+    let write = commit_vector(pass, view, term, memory, &vector, None);
+    let reason = pass
+        .status
+        .decisions
+        .last()
+        .map(|d| d.reason.clone())
+        .unwrap_or_default();
     let summary: Vec<String> = changes
         .iter()
         .map(|(r, (a, b))| format!("{r} {a}->{b}"))
         .collect();
     let decision = write.decision_id.as_deref().unwrap_or_default();
-    let message = format!("decision {decision}: {}", summary.join(", "));
+    let message = format!(
+        "decision {decision}: {} (reason {reason})",
+        summary.join(", ")
+    );
     pass.event(false, "Scaled", WriteKind::Commit.action(), message);
     Some(write)
 }
 
 /// Commits `vector` and records what it starts: a pending cohort and the scale-up time of
-/// every grown role, the scale-down record of a shrunk role.
+/// every grown role, the scale-down record of a shrunk role. `reason` names a donation step;
+/// a planned commit takes its roles' reasons.
 pub(crate) fn commit_vector(
     pass: &mut Pass,
     view: &View,
     term: i64,
     memory: &mut Memory,
     vector: &ReplicaVector,
+    reason: Option<&'static str>,
 ) -> Write {
     let now = pass.now();
     let current = &view.current;
     let changes = protocol::changes(current, vector);
-    let write = record_commit(pass, view, term, vector, WriteKind::Commit);
+    let write = record_commit(pass, view, term, vector, WriteKind::Commit, reason);
     let grown: Vec<&String> = changes
         .iter()
         .filter(|(_, (a, b))| b > a)
@@ -99,15 +111,29 @@ pub(crate) fn commit_vector(
     write
 }
 
-/// Writes `vector` with a new decision and records `lastCommit`.
+/// Writes `vector` with a new decision and records `lastCommit` and the decision history
+/// (`reason` as [`history::record_write`] takes it).
 pub(crate) fn record_commit(
     pass: &mut Pass,
     view: &View,
     term: i64,
     vector: &ReplicaVector,
     kind: WriteKind,
+    reason: Option<&'static str>,
 ) -> Write {
     let decision = protocol::decision_id(pass.input.scaler.name, term, pass.now());
+    let history_kind = match kind {
+        WriteKind::Rollback => DecisionKind::Rollback,
+        WriteKind::Restore => DecisionKind::Restore,
+        _ => DecisionKind::Commit,
+    };
+    history::record_write(
+        pass,
+        history_kind,
+        &decision,
+        (&view.current, vector),
+        reason,
+    );
     let payload = DecisionPayload {
         decision_id: decision.clone(),
         term,

@@ -73,6 +73,7 @@ fn app() -> axum::Router {
         },
         operator_user: Some("system:serviceaccount:mds-system:mds".into()),
         lookup_timeout: Duration::from_secs(1),
+        metrics: Default::default(),
     })
 }
 

@@ -316,7 +316,7 @@ async fn worker_task(
     let mut leader = shared.leader.clone();
     let mut shutdown = shared.shutdown.clone();
     // The scaler's per-role series live as long as this task (a panic drops them too).
-    let series = shared.telemetry.roles.keep(&key);
+    let series = shared.telemetry.scalers_series.keep(&key);
     'leadership: loop {
         // Wait to lead; a new term starts from status, spread over the interval.
         tokio::select! {
@@ -337,7 +337,10 @@ async fn worker_task(
                     tokio::select! {
                         _ = tokio::time::sleep_until(clock.instant(until)) => {}
                         _ = wake.notified() => {}
-                        _ = leader.wait_for(|l| !*l) => continue 'leadership,
+                        _ = leader.wait_for(|l| !*l) => {
+                            shared.telemetry.scalers_series.forget(&key);
+                            continue 'leadership;
+                        }
                         _ = shutdown.wait_for(|s| *s) => break 'leadership,
                     }
                 }

@@ -24,7 +24,25 @@ pub struct Recommendation {
     pub note: String,
     /// Predictive's forecast this pass, for reports of its accuracy.
     pub forecast: Option<Forecast>,
+    /// The load the recommendation was sized on, when one was measured.
+    pub load: Option<Load>,
 }
+
+/// The load an algorithm sized a role on, beside what the role's ready replicas serve at
+/// their per-replica target: the numbers a decision record shows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Load {
+    /// What was measured: a Proportional metric's name (`QueueDepth`, ...) or
+    /// `TokensPerSecond` for the token algorithms.
+    pub metric: &'static str,
+    /// The measured load (for Predictive, the larger of the stable window and the forecast).
+    pub demand: f64,
+    /// Ready replicas times the per-replica target, in the same unit.
+    pub capacity: f64,
+}
+
+/// The unit the token algorithms size on.
+pub const TOKENS_PER_SECOND: &str = "TokensPerSecond";
 
 /// A forecast and what it was made from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -44,6 +62,7 @@ impl Recommendation {
             holds_scale_down: true,
             note: note.into(),
             forecast: None,
+            load: None,
         }
     }
 }
@@ -156,6 +175,11 @@ pub fn proportional(
             format!("{metric:?} is missing or not a usable number"),
         );
     };
+    let load = Some(Load {
+        metric: metric.as_str(),
+        demand: total.to_f64(),
+        capacity: target.to_f64() * o.ready_replicas as f64,
+    });
     let note = format!(
         "{metric:?} {total} over {} ready = {:.3} per replica, target {target}",
         o.ready_replicas,
@@ -168,6 +192,7 @@ pub fn proportional(
             holds_scale_down: false,
             note: format!("{note}; within tolerance {tolerance}"),
             forecast: None,
+            load,
         };
     }
     Recommendation {
@@ -176,6 +201,7 @@ pub fn proportional(
         holds_scale_down: false,
         note,
         forecast: None,
+        load,
     }
 }
 
@@ -237,6 +263,12 @@ fn checked_readings(kind: &RoleKind) -> &'static [usize] {
         RoleKind::Server => &[0, 1],
         _ => &[],
     }
+}
+
+/// Whether the latency guard checks (TTFT, ITL) for `kind` (D13).
+pub fn guard_checks(kind: &RoleKind) -> (bool, bool) {
+    let checked = checked_readings(kind);
+    (checked.contains(&0), checked.contains(&1))
 }
 
 /// The largest p95, in milliseconds, among the readings the latency guard checks for `kind`
@@ -427,6 +459,11 @@ pub fn token_throughput(
                     "stable {stable:.1} tok/s over {capacity} per replica = {stable_rec}"
                 ),
                 forecast: None,
+                load: Some(Load {
+                    metric: TOKENS_PER_SECOND,
+                    demand: stable,
+                    capacity: capacity * o.ready_replicas as f64,
+                }),
             };
             if let Some(panic) = window(token.panic_window_seconds) {
                 let panic_rec = ceil_replicas(panic, capacity);
@@ -438,6 +475,9 @@ pub fn token_throughput(
                     rec.raw = stable_rec.max(panic_rec).max(current);
                     rec.reason = Reason::Panic;
                     rec.holds_scale_down = true;
+                    if let Some(load) = rec.load.as_mut() {
+                        load.demand = load.demand.max(panic);
+                    }
                     rec.note.push_str(&format!(
                         " reaches {} x {} ready x {capacity}: panic",
                         token.panic_threshold, o.ready_replicas
@@ -507,6 +547,9 @@ pub fn predictive(
     if forecast_rec > rec.raw {
         rec.raw = forecast_rec;
         rec.reason = Reason::Predictive;
+        if let Some(load) = rec.load.as_mut() {
+            load.demand = load.demand.max(forecast);
+        }
         // The forecast asks for more than the guard: a growth now is not the guard's (D32).
         state.guard.asked = None;
     } else if rec.reason == Reason::TokenThroughput {

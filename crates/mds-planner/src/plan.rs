@@ -85,6 +85,8 @@ pub struct RolePlan {
     pub note: String,
     /// Predictive's forecast this pass.
     pub forecast: Option<crate::algorithms::Forecast>,
+    /// The load the algorithm sized this role on.
+    pub load: Option<crate::algorithms::Load>,
     pub limits: Vec<Limit>,
     /// The guards that hold this role's scale-down this pass (whether or not it wanted to
     /// shrink): a donation, which is a scale-down, waits for them too.
@@ -266,6 +268,7 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
                         policy.roles[partner].name
                     ),
                     forecast: None,
+                    load: None,
                 });
                 break;
             }
@@ -280,6 +283,7 @@ fn recommend(input: &PlanInput, state: &mut PlannerState) -> Vec<Recommendation>
                 holds_scale_down: true,
                 note: "no linked role has a recommendation".into(),
                 forecast: None,
+                load: None,
             })
         })
         .collect()
@@ -441,6 +445,7 @@ fn unconstrained(policy: &Policy, recs: &[Recommendation], current: &[i32]) -> V
             algorithm_reason: rec.reason,
             note: rec.note.clone(),
             forecast: rec.forecast,
+            load: rec.load,
             limits: vec![],
             shrink_guards: vec![],
         })

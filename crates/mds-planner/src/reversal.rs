@@ -178,6 +178,7 @@ mod tests {
             holds_scale_down: false,
             note: String::new(),
             forecast: None,
+            load: None,
         }
     }
 

@@ -189,6 +189,7 @@ mod decider_tests {
             algorithm_reason: Reason::TokenThroughput,
             note: String::new(),
             forecast: None,
+            load: None,
             limits,
             shrink_guards: vec![],
         }

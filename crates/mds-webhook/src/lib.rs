@@ -18,6 +18,7 @@ pub mod certs;
 pub mod configuration;
 #[cfg(feature = "kube")]
 pub mod kube_lookups;
+pub mod metrics;
 pub mod ports;
 pub mod review;
 pub mod router;

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use kube::core::admission::AdmissionResponse;
 
+use crate::metrics::{METRICS_PATH, WebhookMetrics};
 use crate::ports::Lookups;
 use crate::review;
 use crate::{scaler, target};
@@ -36,11 +37,14 @@ pub struct WebhookState {
     pub operator_user: Option<String>,
     /// How long one target or scaler lookup may take.
     pub lookup_timeout: Duration,
+    /// Reviews answered and the fence's refusals.
+    pub metrics: Arc<WebhookMetrics>,
 }
 
 pub fn router(state: WebhookState) -> Router {
     Router::new()
         .route(HEALTHZ_PATH, get(|| async { "ok\n" }))
+        .route(METRICS_PATH, get(metrics))
         .route(MUTATE_SCALERS_PATH, post(mutate_scalers))
         .route(VALIDATE_SCALERS_PATH, post(validate_scalers))
         .route(VALIDATE_TARGETS_PATH, post(validate_targets))
@@ -58,9 +62,22 @@ fn bad_request(why: String) -> Response {
     (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response()
 }
 
-async fn mutate_scalers(body: Bytes) -> Response {
+async fn metrics(State(state): State<Arc<WebhookState>>) -> Response {
+    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    (
+        [(axum::http::header::CONTENT_TYPE, content_type)],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn mutate_scalers(State(state): State<Arc<WebhookState>>, body: Bytes) -> Response {
     match review::read(&body) {
-        Ok(request) => reply(scaler::mutate(&request)),
+        Ok(request) => {
+            let response = scaler::mutate(&request);
+            state.metrics.review("mutate-scalers", response.allowed);
+            reply(response)
+        }
         Err(why) => bad_request(why),
     }
 }
@@ -69,7 +86,9 @@ async fn validate_scalers(State(state): State<Arc<WebhookState>>, body: Bytes) -
     match review::read(&body) {
         Ok(request) => {
             let targets = state.lookups.targets.as_ref();
-            reply(scaler::validate(&request, targets, state.lookup_timeout).await)
+            let response = scaler::validate(&request, targets, state.lookup_timeout).await;
+            state.metrics.review("validate-scalers", response.allowed);
+            reply(response)
         }
         Err(why) => bad_request(why),
     }
@@ -80,7 +99,16 @@ async fn validate_targets(State(state): State<Arc<WebhookState>>, body: Bytes) -
         Ok(request) => {
             let scalers = state.lookups.scalers.as_ref();
             let operator = state.operator_user.as_deref();
-            reply(target::fence(&request, scalers, operator, state.lookup_timeout).await)
+            let (response, refused) =
+                target::fence(&request, scalers, operator, state.lookup_timeout).await;
+            state.metrics.review("validate-targets", response.allowed);
+            if let Some(rule) = refused {
+                let namespace = request.namespace.as_deref().unwrap_or_default();
+                state
+                    .metrics
+                    .fence_refused(namespace, &request.name, &format!("{rule:?}"));
+            }
+            reply(response)
         }
         Err(why) => bad_request(why),
     }

@@ -95,6 +95,7 @@ mod tests {
                 message: String::new(),
             }],
             plan: None,
+            policy: None,
             wake_at: None,
         }
     }

@@ -239,10 +239,13 @@ fn crd_names_columns_and_subresources() {
         [
             "Target",
             "Mode",
+            "Desired",
+            "Ready",
+            "Last Reason",
+            "Blocked",
             "Algorithm",
             "Bound",
             "Active",
-            "Blocked",
             "Age"
         ]
     );

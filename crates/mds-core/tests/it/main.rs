@@ -4,6 +4,7 @@
 mod common;
 
 mod conformance;
+mod history;
 mod holds;
 mod latency_guard;
 mod properties;

@@ -370,3 +370,41 @@ async fn status_writes_pass() {
     let response = admit(app(Fake::default()), VALIDATE_TARGETS_PATH, &status_write).await;
     assert_eq!(response["allowed"], true);
 }
+
+#[tokio::test]
+async fn each_refusal_is_counted_by_target_and_rule_on_the_metrics_page() {
+    use tower::ServiceExt;
+    let app = app(scaler_exists("uid-1"));
+    let refused = review(
+        "UPDATE",
+        "ModelDeployment",
+        "alice",
+        Some(&bound_to(2, 5)),
+        Some(&bound()),
+    );
+    let allowed = review(
+        "UPDATE",
+        "ModelDeployment",
+        "alice",
+        Some(&bound()),
+        Some(&bound()),
+    );
+    for body in [&refused, &refused, &allowed] {
+        admit(app.clone(), VALIDATE_TARGETS_PATH, body).await;
+    }
+    let request = axum::http::Request::get(mds_webhook::metrics::METRICS_PATH)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    for line in [
+        r#"mds_webhook_fence_refusals_total{namespace="default",target="llm-serving",rule="BoundCounts"} 2"#,
+        r#"mds_webhook_reviews_total{webhook="validate-targets",allowed="false"} 2"#,
+        r#"mds_webhook_reviews_total{webhook="validate-targets",allowed="true"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+}

@@ -117,6 +117,7 @@ impl BoundWebhooks {
             lookups,
             operator_user: options.operator_user.clone(),
             lookup_timeout: Duration::from_millis(options.lookup_timeout_ms),
+            metrics: Default::default(),
         };
         tracing::info!(%address, cert = %options.cert.display(), "webhooks listening");
         Ok(BoundWebhooks {

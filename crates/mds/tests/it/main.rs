@@ -13,6 +13,7 @@ mod fence_e2e;
 mod gitops;
 mod inspect;
 mod lab;
+mod monitoring;
 mod replay;
 mod report_browser;
 mod simulate;

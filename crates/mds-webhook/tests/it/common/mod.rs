@@ -87,6 +87,7 @@ pub fn app_with_operator_user(fake: Fake, operator_user: Option<&str>) -> axum::
         },
         operator_user: operator_user.map(str::to_string),
         lookup_timeout: Duration::from_secs(2),
+        metrics: Default::default(),
     })
 }
 

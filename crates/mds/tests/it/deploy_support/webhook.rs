@@ -95,6 +95,7 @@ impl InProcessWebhook {
             lookups: KubeLookups::ports(self.lookups_client.clone(), TargetApiVersion::V1),
             operator_user: self.operator_user.clone(),
             lookup_timeout: Duration::from_secs(3),
+            metrics: Default::default(),
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(mds_webhook::server::serve(listener, app, tls, async {

@@ -1,40 +1,28 @@
 //! The operator's own metrics (prometheus-client) and the `/metrics`, `/healthz` and
 //! `/readyz` endpoints.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+mod scalers;
+
+pub use scalers::{KeptSeries, RoleSeries, ScalerSeries, ScalerState};
+
 use crate::ports::ScalerKey;
 use crate::worker::PassReport;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ScalerLabels {
-    pub namespace: String,
-    pub scaler: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RoleLabels {
-    pub namespace: String,
-    pub scaler: String,
-    pub role: String,
-}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
@@ -70,8 +58,8 @@ pub struct Telemetry {
     pub status_writes: Counter,
     pub scrape_errors: Family<ReasonLabels, Counter>,
     pub scrape_seconds: Histogram,
-    /// Each scaler's latest counts per role, read at scrape time.
-    pub roles: Arc<RoleCounts>,
+    /// Each scaler's series (per role and per scaler), read at scrape time.
+    pub scalers_series: Arc<ScalerSeries>,
     pub leader: Gauge,
     pub scalers: Gauge,
     /// Watch caches hold their first complete lists.
@@ -107,7 +95,7 @@ impl Telemetry {
             status_writes: Counter::default(),
             scrape_errors: Family::default(),
             scrape_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
-            roles: Arc::default(),
+            scalers_series: Arc::default(),
             leader: Gauge::default(),
             scalers: Gauge::default(),
             ready: AtomicBool::new(false),
@@ -180,7 +168,7 @@ impl Telemetry {
             "Retirements found standing in one phase past its budget and pendingTimeoutSeconds (event RetirementStuck), once each",
             t.stuck_retirements.clone(),
         );
-        registry.register_collector(Box::new(t.roles.clone()));
+        registry.register_collector(Box::new(t.scalers_series.clone()));
         Telemetry { registry, ..t }
     }
 
@@ -246,19 +234,10 @@ impl Telemetry {
         if matches!(report.status, Some(Ok(()))) {
             self.status_writes.inc();
         }
-        if let Some(plan) = &report.plan {
-            let counts = plan
-                .roles
-                .iter()
-                .map(|role| RoleCount {
-                    role: role.name.clone(),
-                    recommended: role.raw,
-                    constrained: role.constrained,
-                    current: role.current,
-                })
-                .collect();
-            self.roles.set(key, counts);
-        }
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.scalers_series.observe(key, report, at);
     }
 
     pub fn encode(&self) -> String {
@@ -266,100 +245,6 @@ impl Telemetry {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
-    }
-}
-
-/// One role's counts in a scaler's latest plan.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RoleCount {
-    pub role: String,
-    pub recommended: i32,
-    pub constrained: i32,
-    pub current: i32,
-}
-
-/// The per-role gauges, read at scrape time from each scaler's latest plan. A plan replaces
-/// its scaler's roles whole (a role that left the spec leaves with it) and a scaler's series
-/// go when its worker ends ([`RoleCounts::keep`]'s guard): no series is removed by hand.
-#[derive(Debug, Default)]
-pub struct RoleCounts(Mutex<BTreeMap<ScalerKey, Vec<RoleCount>>>);
-
-impl RoleCounts {
-    fn set(&self, key: &ScalerKey, counts: Vec<RoleCount>) {
-        self.lock().insert(key.clone(), counts);
-    }
-
-    /// The series of `key` for as long as the returned guard lives (its worker's life).
-    pub fn keep(self: &Arc<Self>, key: &ScalerKey) -> ScalerSeries {
-        ScalerSeries {
-            counts: self.clone(),
-            key: key.clone(),
-        }
-    }
-
-    /// A scaler's counts as the next scrape reads them.
-    pub fn get(&self, key: &ScalerKey) -> Option<Vec<RoleCount>> {
-        self.lock().get(key).cloned()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ScalerKey, Vec<RoleCount>>> {
-        // The map is replaced whole per key; a panic elsewhere cannot leave it half-written.
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-impl Collector for RoleCounts {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let counts = self.lock();
-        type Read = fn(&RoleCount) -> i32;
-        let gauges: [(&str, &str, Read); 3] = [
-            (
-                "role_recommended_replicas",
-                "The algorithm's recommendation per role.",
-                |c| c.recommended,
-            ),
-            (
-                "role_constrained_replicas",
-                "The recommendation after bounds, ratios, pacing and guards.",
-                |c| c.constrained,
-            ),
-            (
-                "role_current_replicas",
-                "The count on the target per role.",
-                |c| c.current,
-            ),
-        ];
-        for (name, help, value) in gauges {
-            let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for (key, roles) in counts.iter() {
-                for count in roles {
-                    let labels = RoleLabels {
-                        namespace: key.namespace.clone(),
-                        scaler: key.name.clone(),
-                        role: count.role.clone(),
-                    };
-                    ConstGauge::new(i64::from(value(count)))
-                        .encode(metric.encode_family(&labels)?)?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Keeps a scaler's per-role series; dropping it (the worker ended, returned or panicked)
-/// drops them.
-#[derive(Debug)]
-pub struct ScalerSeries {
-    counts: Arc<RoleCounts>,
-    key: ScalerKey,
-}
-
-impl Drop for ScalerSeries {
-    fn drop(&mut self) {
-        self.counts.lock().remove(&self.key);
     }
 }
 
@@ -482,6 +367,7 @@ mod tests {
                 write_status: false,
                 events,
                 plan: None,
+                policy: None,
                 wake_at: None,
             }),
             ..PassReport::default()
@@ -491,50 +377,5 @@ mod tests {
         t.observe(&key, &report(vec![]), 0.1);
         let text = t.encode();
         assert!(text.contains("mds_stuck_retirements_total 1"), "{text}");
-    }
-
-    #[test]
-    fn role_series_follow_the_latest_plan_and_go_with_their_worker() {
-        let t = Telemetry::new();
-        let key = |name: &str| ScalerKey {
-            namespace: "ns".into(),
-            name: name.into(),
-        };
-        let count = |role: &str, n| RoleCount {
-            role: role.into(),
-            recommended: n + 1,
-            constrained: n,
-            current: n - 1,
-        };
-        let llm = t.roles.keep(&key("llm"));
-        let other = t.roles.keep(&key("other"));
-        t.roles
-            .set(&key("llm"), vec![count("prefill", 3), count("decode", 5)]);
-        t.roles.set(&key("other"), vec![count("server", 2)]);
-        let text = t.encode();
-        for line in [
-            "mds_role_recommended_replicas{namespace=\"ns\",scaler=\"llm\",role=\"prefill\"} 4",
-            "mds_role_constrained_replicas{namespace=\"ns\",scaler=\"llm\",role=\"decode\"} 5",
-            "mds_role_current_replicas{namespace=\"ns\",scaler=\"other\",role=\"server\"} 1",
-            "# TYPE mds_role_current_replicas gauge",
-        ] {
-            assert!(text.contains(line), "{line} missing from\n{text}");
-        }
-        // A plan without a role: its series are gone at the next scrape.
-        t.roles.set(&key("llm"), vec![count("decode", 6)]);
-        let text = t.encode();
-        assert!(!text.contains("role=\"prefill\""), "{text}");
-        assert!(text.contains("scaler=\"llm\",role=\"decode\"} 6"), "{text}");
-        // The worker ends: every series of its scaler goes, the other scaler's stay.
-        drop(llm);
-        let text = t.encode();
-        assert!(!text.contains("scaler=\"llm\""), "{text}");
-        assert!(
-            text.contains("scaler=\"other\",role=\"server\"} 2"),
-            "{text}"
-        );
-        assert_eq!(t.roles.get(&key("llm")), None);
-        drop(other);
-        assert!(!t.encode().contains("scaler="), "no role series left");
     }
 }
