@@ -5,7 +5,7 @@ use mds_api::annotations::BindingPayload;
 use mds_api::status::BindingStatus;
 use mds_planner::PlannerState;
 
-use crate::conditions::{ACTIVE, BOUND};
+use crate::conditions::{ACTIVE, BLOCKED, BOUND, TARGET_UNREADABLE};
 use crate::pass::Pass;
 use crate::patch;
 use crate::protocol;
@@ -33,6 +33,31 @@ pub(crate) fn unreadable(pass: &mut Pass, unreadable: Unreadable) {
             pass.not_owning("InvalidBinding", message);
         }
     }
+}
+
+/// The target does not decode: nothing is planned or written, and `Blocked` names what did not
+/// decode (a Warning event when it starts). Released by the next version of the target that
+/// decodes. A scaler being deleted lets its finalizer go: its binding stays on the target
+/// until the fence's orphan recovery or an edit removes it.
+pub(crate) fn undecodable(pass: &mut Pass, problem: &str) {
+    if pass.input.scaler.deleting {
+        return;
+    }
+    let target = &pass.input.scaler.spec.target_ref.name;
+    let message = format!(
+        "ModelDeployment {target:?} does not decode: {problem}; nothing is planned or written until a version of it decodes (a GPUStack revision newer than this mds, or a CRD installed with a looser schema)"
+    );
+    let already = pass
+        .input
+        .scaler
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == BLOCKED && c.reason == TARGET_UNREADABLE);
+    if !already {
+        pass.event(true, TARGET_UNREADABLE, "Plan", message.clone());
+    }
+    pass.report(BLOCKED, true, TARGET_UNREADABLE, message);
 }
 
 /// A replaced target (same name, new UID) stops planning until a spec edit acknowledges it.

@@ -8,6 +8,8 @@ pub const BOUND: &str = "Bound";
 pub const ACTIVE: &str = "Active";
 pub const METRICS_READY: &str = "MetricsReady";
 pub const BLOCKED: &str = "Blocked";
+/// `Blocked`'s reason while the target's latest version does not decode into our model.
+pub const TARGET_UNREADABLE: &str = "TargetUnreadable";
 
 /// A condition to report.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -85,6 +85,10 @@ pub struct Input<'a> {
     /// Why the shell could not sample the target, when the target is at fault (an unknown
     /// engine, D2): `MetricsReady` says it.
     pub sampling_problem: Option<&'a str>,
+    /// The target exists but its latest version does not decode into our model (a GPUStack
+    /// revision ahead of us, a CRD with a looser schema): what did not, and where. Nothing is
+    /// planned or written until it decodes again; `Blocked` says why.
+    pub target_problem: Option<&'a str>,
     pub now: Timestamp,
     /// A commit the API server refused for good (an admission webhook, a validation rule),
     /// while neither the scaler spec nor the target changed since: the same vector is not

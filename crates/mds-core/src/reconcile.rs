@@ -20,9 +20,10 @@ use crate::{Input, Memory, Outcome, Write};
 /// Runs one pass. `memory` is the shell's in-memory state for this scaler.
 pub fn reconcile(input: &Input, memory: &mut Memory) -> Outcome {
     let mut pass = Pass::new(input);
-    match View::read(input) {
-        Err(unreadable) => binding::unreadable(&mut pass, unreadable),
-        Ok(view) => run(&mut pass, &view, memory),
+    match (input.target_problem, View::read(input)) {
+        (Some(problem), _) => binding::undecodable(&mut pass, problem),
+        (None, Err(unreadable)) => binding::unreadable(&mut pass, unreadable),
+        (None, Ok(view)) => run(&mut pass, &view, memory),
     }
     finish(pass, memory)
 }

@@ -129,6 +129,18 @@ impl<K: kube::Resource + Clone> Cache<K> {
         }
     }
 
+    /// Drops the object of that namespace and name (it no longer decodes, or it was deleted
+    /// in a form that does not).
+    pub fn remove(&self, namespace: &str, name: &str) {
+        let mut inner = self.inner.write().expect("cache lock");
+        remove(&mut inner, &(namespace.to_string(), name.to_string()));
+        if let Some(relist) = inner.relist.as_mut() {
+            relist.retain(|o| {
+                identity(o).is_none_or(|id| id != (namespace.to_string(), name.to_string()))
+            });
+        }
+    }
+
     /// Every object of a group.
     pub fn group(&self, namespace: &str, key: &str) -> Vec<Arc<K>> {
         let inner = self.inner.read().expect("cache lock");

@@ -21,6 +21,7 @@ use serde_json::json;
 use crate::api_client::DEFAULT_TIMEOUTS;
 use crate::cache::{Cache, GroupKey};
 use crate::ports::{Cluster, ScalerKey, Snapshot, WriteError};
+use crate::undecodable::Undecodable;
 use crate::worker::FINALIZER;
 
 /// The watch caches a controller keeps.
@@ -32,6 +33,8 @@ pub struct Caches {
     /// Used while the Kueue Workload API is served (D4); see [`Caches::workloads`].
     workloads: Cache<Workload>,
     workloads_served: AtomicBool,
+    /// Watched objects left out of these caches because they do not decode.
+    pub undecodable: Arc<Undecodable>,
 }
 
 /// Files a Pod under its target.
@@ -48,7 +51,15 @@ impl Caches {
             pods: Cache::new(pod_group),
             workloads: Cache::by_name(),
             workloads_served: AtomicBool::new(workloads_served),
+            undecodable: Arc::default(),
         }
+    }
+
+    /// These caches record their undecodable objects in `undecodable` (the one the metrics
+    /// read).
+    pub fn with_undecodable(mut self, undecodable: Arc<Undecodable>) -> Caches {
+        self.undecodable = undecodable;
+        self
     }
 
     /// The Workload cache, `None` while the Kueue Workload API is not served (D4 then reads
@@ -90,6 +101,9 @@ impl Caches {
         let scaler = self.scalers.get(&key.namespace, &key.name)?;
         let target_name = scaler.spec.target_ref.name.clone();
         let target = self.targets.get(&key.namespace, &target_name);
+        let target_problem =
+            self.undecodable
+                .problem("ModelDeployment", &key.namespace, &target_name);
         let pods = self.pods.group(&key.namespace, &target_name);
         let workloads = self.workloads().map(|cache| {
             let mut names: Vec<&str> = pods
@@ -105,6 +119,7 @@ impl Caches {
                 .collect()
         });
         Some(Snapshot {
+            target_problem,
             scaler,
             target,
             pods,

@@ -14,6 +14,7 @@ pub mod operator;
 pub mod runtime;
 pub mod telemetry;
 pub mod tokio_clock;
+pub mod undecodable;
 
 pub use mds_worker::{facts, failures, ports, sampler, worker};
 

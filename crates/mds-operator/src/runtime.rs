@@ -62,6 +62,8 @@ enum Message {
         name: String,
     },
     Done(ScalerKey),
+    /// Run the scaler's worker now, if it has one (its scaler no longer decodes).
+    Wake(ScalerKey),
 }
 
 /// Everything the worker tasks share.
@@ -86,7 +88,10 @@ pub(crate) async fn run_with(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), RuntimeError> {
     let client = clients.watch;
-    let caches = Arc::new(Caches::new(workloads_served(&client).await?));
+    let caches = Arc::new(
+        Caches::new(workloads_served(&client).await?)
+            .with_undecodable(telemetry.undecodable.clone()),
+    );
     let leader_flag = Arc::new(AtomicBool::new(*leader.borrow()));
     let shared = Arc::new(Shared {
         caches: caches.clone(),
@@ -218,6 +223,11 @@ impl Supervisor {
                     if let Some(n) = self.workers.get(key) {
                         n.notify_one();
                     }
+                }
+            }
+            Message::Wake(key) => {
+                if let Some(n) = self.workers.get(&key) {
+                    n.notify_one();
                 }
             }
             Message::Done(key) => {

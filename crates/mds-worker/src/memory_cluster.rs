@@ -504,6 +504,7 @@ impl State {
             None
         };
         Some(Snapshot {
+            target_problem: None,
             scaler,
             target,
             pods,

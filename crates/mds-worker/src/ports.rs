@@ -38,6 +38,9 @@ pub struct Snapshot {
     /// The Workloads of the target's namespace that its Pods name; `None` when the Kueue
     /// Workload API is not served (D4 then reads admission from `PodScheduled`).
     pub workloads: Option<Vec<Arc<Workload>>>,
+    /// The target exists but its latest version does not decode: what did not, and where.
+    /// `target` is `None` then.
+    pub target_problem: Option<String>,
 }
 
 /// Why a write did not land. The worker treats each class differently: a conflict is

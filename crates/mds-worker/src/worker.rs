@@ -303,6 +303,7 @@ impl Worker {
             observations: &observed.observations,
             observed_at: observed.at,
             sampling_problem: observed.problem.as_deref(),
+            target_problem: snapshot.target_problem.as_deref(),
             now,
             refused: refused.as_ref(),
         };

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
 use mds_api::ModelDeploymentScaler;
-use mds_api::resources::{TargetApiVersion, WORKLOAD_GROUP, WORKLOAD_VERSION};
+use mds_api::resources::{WORKLOAD_GROUP, WORKLOAD_VERSION};
 use mds_api::target::{ModelDeployment, Workload};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
@@ -20,6 +21,7 @@ use super::{ControllerConfig, Message, RuntimeError};
 use crate::cache::{Cache, trim_managed_fields, trim_pod};
 use crate::kube_cluster::Caches;
 use crate::ports::ScalerKey;
+use crate::undecodable::Gone;
 
 /// Whether the Kueue Workload API is served (D4 falls back to `PodScheduled` without it).
 pub(super) async fn workloads_served(client: &Client) -> Result<bool, RuntimeError> {
@@ -43,23 +45,24 @@ where
     }
 }
 
-pub(super) fn target_api(
+/// An untyped API of `resource` (every object decodes as JSON; see [`watch_decoded`]).
+fn dynamic_api(
     client: &Client,
     namespace: Option<&str>,
-    version: &TargetApiVersion,
-) -> Api<ModelDeployment> {
+    resource: &ApiResource,
+) -> Api<DynamicObject> {
     match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, version),
-        None => Api::all_with(client.clone(), version),
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
     }
 }
 
-/// Feeds a watch into a cache and hands touched objects to `touched`.
-pub(super) fn feed<K>(
+/// Feeds a watch into a cache and hands what each event touched to `touched`.
+pub(super) fn feed<K, T>(
     stream: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
-    cache: impl Fn(Event<K>) -> Vec<K> + Send + 'static,
+    cache: impl Fn(Event<K>) -> Vec<T> + Send + 'static,
     failed: impl Fn() + Send + 'static,
-    touched: impl Fn(K) + Send + 'static,
+    touched: impl Fn(T) + Send + 'static,
 ) -> tokio::task::JoinHandle<()>
 where
     K: Send + 'static,
@@ -98,6 +101,52 @@ where
     feed(
         watcher::watcher(api, config).modify(trim),
         move |event| pick(&caches).apply(event),
+        move || pick(&failing).watch_failed(Instant::now()),
+        touched,
+    )
+}
+
+/// What one event of a decoding watch touched.
+pub(super) enum Touched<K> {
+    /// An object that decoded (applied or deleted).
+    Object(K),
+    /// An object that does not decode, or a deleted one that did not: left out of the cache.
+    Gone(Gone),
+}
+
+/// A watch that decodes each object on its own ([`crate::undecodable`]): an object that does
+/// not decode is left out of the cache and recorded, and the watch goes on.
+pub(super) fn watch_decoded<K>(
+    api: Api<DynamicObject>,
+    kind: &'static str,
+    caches: &Arc<Caches>,
+    pick: fn(&Caches) -> &Cache<K>,
+    trim: fn(&mut K),
+    touched: impl Fn(Touched<K>) + Send + 'static,
+) -> tokio::task::JoinHandle<()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (caches, failing) = (caches.clone(), caches.clone());
+    feed(
+        watcher::watcher(api, watcher::Config::default()),
+        move |event| {
+            let decoded = caches.undecodable.decode::<K>(kind, event);
+            let cache = pick(&caches);
+            let mut out = Vec::new();
+            if let Some(mut event) = decoded.event {
+                match &mut event {
+                    Event::Apply(o) | Event::InitApply(o) | Event::Delete(o) => trim(o),
+                    Event::Init | Event::InitDone => {}
+                }
+                out.extend(cache.apply(event).into_iter().map(Touched::Object));
+            }
+            for gone in decoded.gone {
+                cache.remove(&gone.namespace, &gone.name);
+                out.push(Touched::Gone(gone));
+            }
+            out
+        },
         move || pick(&failing).watch_failed(Instant::now()),
         touched,
     )
@@ -146,35 +195,49 @@ pub(super) fn start_watches(
     let ns = config.namespace.as_deref();
     let mut watches = Vec::new();
     let scaler_tx = tx.clone();
-    watches.push(watch_into(
-        api::<ModelDeploymentScaler>(client, ns),
-        watcher::Config::default(),
+    let scalers = ApiResource::erase::<ModelDeploymentScaler>(&());
+    watches.push(watch_decoded(
+        dynamic_api(client, ns, &scalers),
+        "ModelDeploymentScaler",
         caches,
         |c| &c.scalers,
         trim_managed_fields,
-        move |s: ModelDeploymentScaler| {
-            let _ = scaler_tx.send(Message::Scaler {
-                key: ScalerKey {
-                    namespace: s.metadata.namespace.clone().unwrap_or_default(),
-                    name: s.metadata.name.clone().unwrap_or_default(),
+        move |touched| {
+            let message = match touched {
+                Touched::Object(s) => Message::Scaler {
+                    key: ScalerKey {
+                        namespace: s.metadata.namespace.clone().unwrap_or_default(),
+                        name: s.metadata.name.clone().unwrap_or_default(),
+                    },
+                    uid: s.metadata.uid.clone().unwrap_or_default(),
+                    target: s.spec.target_ref.name.clone(),
                 },
-                uid: s.metadata.uid.clone().unwrap_or_default(),
-                target: s.spec.target_ref.name.clone(),
-            });
+                // Its worker finds it gone and stops; a version that decodes starts it again.
+                Touched::Gone(g) => Message::Wake(ScalerKey {
+                    namespace: g.namespace,
+                    name: g.name,
+                }),
+            };
+            let _ = scaler_tx.send(message);
         },
     ));
     let target_tx = tx.clone();
-    watches.push(watch_into(
-        target_api(client, ns, &config.target_version),
-        watcher::Config::default(),
+    let targets = ApiResource::erase::<ModelDeployment>(&config.target_version);
+    watches.push(watch_decoded(
+        dynamic_api(client, ns, &targets),
+        "ModelDeployment",
         caches,
         |c| &c.targets,
         trim_managed_fields,
-        move |md| {
-            let _ = target_tx.send(Message::Target {
-                namespace: md.metadata.namespace.clone().unwrap_or_default(),
-                name: md.metadata.name.clone().unwrap_or_default(),
-            });
+        move |touched| {
+            let (namespace, name) = match touched {
+                Touched::Object(md) => (
+                    md.metadata.namespace.clone().unwrap_or_default(),
+                    md.metadata.name.clone().unwrap_or_default(),
+                ),
+                Touched::Gone(g) => (g.namespace, g.name),
+            };
+            let _ = target_tx.send(Message::Target { namespace, name });
         },
     ));
     watches.push(watch_into(
@@ -189,9 +252,10 @@ pub(super) fn start_watches(
         let (client, caches) = (client.clone(), caches.clone());
         let ns = ns.map(str::to_string);
         move || {
-            watch_into(
-                api::<Workload>(&client, ns.as_deref()),
-                watcher::Config::default(),
+            let workloads = ApiResource::erase::<Workload>(&());
+            watch_decoded(
+                dynamic_api(&client, ns.as_deref(), &workloads),
+                "Workload",
                 &caches,
                 |c| c.workload_cache(),
                 trim_managed_fields,

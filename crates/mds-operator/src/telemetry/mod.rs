@@ -60,6 +60,8 @@ pub struct Telemetry {
     pub scrape_seconds: Histogram,
     /// Each scaler's series (per role and per scaler), read at scrape time.
     pub scalers_series: Arc<ScalerSeries>,
+    /// Watched objects that do not decode (`mds_undecodable_objects`).
+    pub undecodable: Arc<crate::undecodable::Undecodable>,
     pub leader: Gauge,
     pub scalers: Gauge,
     /// Watch caches hold their first complete lists.
@@ -96,6 +98,7 @@ impl Telemetry {
             scrape_errors: Family::default(),
             scrape_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
             scalers_series: Arc::default(),
+            undecodable: Arc::default(),
             leader: Gauge::default(),
             scalers: Gauge::default(),
             ready: AtomicBool::new(false),
@@ -169,6 +172,7 @@ impl Telemetry {
             t.stuck_retirements.clone(),
         );
         registry.register_collector(Box::new(t.scalers_series.clone()));
+        registry.register_collector(Box::new(t.undecodable.clone()));
         Telemetry { registry, ..t }
     }
 

@@ -413,6 +413,7 @@ impl mds_operator::Cluster for Racing {
             Api::namespaced(self.client.clone(), &self.ns);
         let workloads = workloads.list(&Default::default()).await.ok()?;
         Some(mds_operator::Snapshot {
+            target_problem: None,
             scaler: Arc::new(scaler),
             target: target.map(Arc::new),
             pods: pods.items.into_iter().map(Arc::new).collect(),

@@ -6,6 +6,7 @@ mod common;
 mod api_deadline;
 mod e2e_controller;
 mod e2e_scenarios;
+mod e2e_undecodable;
 mod http_source;
 mod start;
 mod worker;

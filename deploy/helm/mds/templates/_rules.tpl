@@ -129,6 +129,16 @@ min by its scaler's labels, so a leader change never makes a many-to-many match.
         summary: No mds controller holds the lease
         description: No scaler is planning; the controller is down, not scraped, or cannot renew its Lease.
         runbook: docs/operations.md#mdsnoleader
+    - alert: MdsObjectUndecodable
+      expr: |
+        max by (kind, namespace, name) (mds_undecodable_objects) == 1
+      for: {{ $r.undecodable.for }}
+      labels:
+        severity: warning
+      annotations:
+        summary: {{`Object {{ $labels.kind }} {{ $labels.namespace }}/{{ $labels.name }} does not decode into mds's model`}}
+        description: It is left out of the controller's caches; a target's scaler is Blocked (TargetUnreadable) and a scaler does not plan until a version of it decodes.
+        runbook: docs/operations.md#mdsobjectundecodable
     - alert: MdsFenceRefusedWrite
       expr: |
         sum by (namespace, target, rule) (increase(mds_webhook_fence_refusals_total[{{ $r.fenceRefusals.window }}])) > 0

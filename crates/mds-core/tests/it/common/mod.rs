@@ -113,6 +113,8 @@ pub struct World {
     pub observed_at: Option<i64>,
     /// Why the shell could not sample the target.
     pub sampling_problem: Option<String>,
+    /// Why the target does not decode.
+    pub target_problem: Option<String>,
     /// Every write that reached the target.
     pub applied: Vec<Write>,
     /// Writes whose patch failed.
@@ -140,6 +142,7 @@ impl World {
             now: 0,
             observed_at: None,
             sampling_problem: None,
+            target_problem: None,
             applied: vec![],
             rejected: vec![],
             status_writes: 0,
@@ -261,6 +264,7 @@ impl World {
             observations: &self.observations,
             observed_at: t(self.observed_at.unwrap_or(self.now)),
             sampling_problem: self.sampling_problem.as_deref(),
+            target_problem: self.target_problem.as_deref(),
             now: t(self.now),
             refused: self.refused.as_ref(),
         };
