@@ -48,6 +48,8 @@ pub struct RoleSeries {
     pub metric: Option<&'static str>,
     pub demand: Option<f64>,
     pub capacity: Option<f64>,
+    /// Predictive's forecast of the demand `horizonSeconds` ahead.
+    pub forecast: Option<f64>,
     pub ttft_ms: Option<f64>,
     pub itl_ms: Option<f64>,
     pub ttft_target_ms: Option<f64>,
@@ -63,8 +65,8 @@ pub struct ScalerState {
     /// Unix seconds of the latest pass that reached the core.
     pub last_pass: Option<f64>,
     pub interval_seconds: Option<i64>,
-    /// `Blocked`'s reason while it is `True`.
-    pub blocked: Option<String>,
+    /// `Blocked`'s status and reason (`Ready` while `False`).
+    pub blocked: Option<(bool, String)>,
     /// Roles whose scale-down the target refuses (D35).
     pub scale_down_refused: Vec<String>,
     /// Writes of counts that landed, by (kind, reason).
@@ -105,8 +107,8 @@ impl ScalerState {
         self.blocked = status
             .conditions
             .iter()
-            .find(|c| c.type_ == "Blocked" && c.status == "True")
-            .map(|c| c.reason.clone());
+            .find(|c| c.type_ == "Blocked")
+            .map(|c| (c.status == "True", c.reason.clone()));
         self.scale_down_refused = status
             .scale_down_refusals
             .iter()
@@ -198,6 +200,7 @@ fn role_series(
                 metric: r.load.map(|l| l.metric),
                 demand: r.load.map(|l| l.demand),
                 capacity: r.load.map(|l| l.capacity),
+                forecast: r.forecast.map(|f| f.value),
                 ttft_ms: seen.and_then(|s| number(&s.ttft_milliseconds)),
                 itl_ms: seen.and_then(|s| number(&s.itl_milliseconds)),
                 ttft_target_ms: targets.filter(|_| ttft).map(|t| t.0),
@@ -284,7 +287,7 @@ impl ScalerSeries {
 type RoleRead = fn(&RoleSeries) -> Option<f64>;
 
 /// The per-role gauges: name, help, value.
-const ROLE_GAUGES: [(&str, &str, RoleRead); 13] = [
+const ROLE_GAUGES: [(&str, &str, RoleRead); 14] = [
     (
         "role_recommended_replicas",
         "The algorithm's recommendation per role.",
@@ -320,6 +323,11 @@ const ROLE_GAUGES: [(&str, &str, RoleRead); 13] = [
         "role_capacity",
         "What the role's ready replicas serve at their per-replica target, in the demand's unit.",
         |r| r.capacity,
+    ),
+    (
+        "role_forecast_demand",
+        "Predictive's forecast of the demand horizonSeconds ahead, in tokens per second.",
+        |r| r.forecast,
     ),
     (
         "role_ttft_p95_milliseconds",
@@ -451,19 +459,19 @@ fn encode_scaler_gauges(
     }
     let mut metric = encoder.encode_descriptor(
         "scaler_blocked",
-        "1 while the Blocked condition is True, labelled with its reason.",
+        "1 while the Blocked condition is True, 0 while False, labelled with its reason (Ready while False).",
         None,
         MetricType::Gauge,
     )?;
     for (key, state) in scalers {
-        if let Some(reason) = &state.blocked {
+        if let Some((blocked, reason)) = &state.blocked {
             let l = labels(key);
             let labels = Reason {
                 namespace: l.namespace,
                 scaler: l.scaler,
                 reason: reason.clone(),
             };
-            ConstGauge::new(1).encode(metric.encode_family(&labels)?)?;
+            ConstGauge::new(i64::from(*blocked)).encode(metric.encode_family(&labels)?)?;
         }
     }
     #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

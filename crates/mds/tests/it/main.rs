@@ -14,6 +14,7 @@ mod gitops;
 mod inspect;
 mod lab;
 mod monitoring;
+mod prometheus_e2e;
 mod replay;
 mod report_browser;
 mod simulate;

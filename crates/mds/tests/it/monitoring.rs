@@ -70,8 +70,18 @@ fn monitoring_objects_render_only_when_asked_and_carry_the_given_labels() {
         "--set",
         "monitoring.rules.enabled=true",
         "--set",
+        "monitoring.dashboard.enabled=true",
+        "--set",
         "monitoring.labels.release=kube-prometheus-stack",
     ]);
+    // The dashboard ConfigMap carries the sidecar's label and the dashboard file as it is.
+    let maps = of_kind(&rendered, "ConfigMap");
+    assert_eq!(maps.len(), 1);
+    assert_eq!(maps[0]["metadata"]["labels"]["grafana_dashboard"], "1");
+    let file = std::fs::read_to_string(repo().join("deploy/helm/mds/dashboards/mds.json")).unwrap();
+    let shipped: Value =
+        serde_json::from_str(maps[0]["data"]["mds.json"].as_str().unwrap()).unwrap();
+    assert_eq!(shipped, serde_json::from_str::<Value>(&file).unwrap());
     for kind in ["ServiceMonitor", "PodMonitor", "PrometheusRule"] {
         let objects = of_kind(&rendered, kind);
         assert_eq!(objects.len(), 1, "{kind}");
@@ -206,4 +216,16 @@ fn thresholds_are_values() {
     );
     assert_eq!(rule("MdsScalerBlocked")["for"], "1h");
     assert_eq!(rule("MdsNoLeader")["labels"]["severity"], "page");
+    // A threshold that is not a duration is refused at render time, naming it.
+    let refused = Command::new(mds_testkit::helm_path().unwrap())
+        .args(["template", "mds"])
+        .arg(repo().join("deploy/helm/mds"))
+        .args(["--set", "monitoring.rules.blocked.for=soon"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("/monitoring/rules/blocked/for"),
+        "{stderr}"
+    );
 }
