@@ -1089,3 +1089,53 @@ fn a_target_without_a_router_holds_scale_down() {
         ("True".into(), "PacingBounded".into())
     );
 }
+
+#[test]
+fn a_target_that_does_not_decode_blocks_naming_the_field_and_writes_nothing() {
+    let mut w = bound_world();
+    let status_before = w.status.clone();
+    w.observe("server", wants(6, 2));
+    w.target_problem =
+        Some("spec.roles[0].replicas: invalid type: string \"two\", expected i32".into());
+    let o = w.pass();
+    assert!(
+        o.write.is_none(),
+        "nothing is written to a target we cannot read"
+    );
+    assert!(o.plan.is_none(), "nothing is planned");
+    let blocked = w
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Blocked")
+        .unwrap();
+    assert_eq!(
+        (blocked.status.as_str(), blocked.reason.as_str()),
+        ("True", "TargetUnreadable")
+    );
+    assert!(
+        blocked.message.contains("spec.roles[0].replicas"),
+        "{}",
+        blocked.message
+    );
+    assert_eq!(
+        w.status.binding, status_before.binding,
+        "the binding is kept: the target is there"
+    );
+    let warned = |o: &mds_core::Outcome| {
+        o.events
+            .iter()
+            .filter(|e| e.reason == "TargetUnreadable" && e.warning)
+            .count()
+    };
+    assert_eq!(warned(&o), 1);
+    // Once, not every pass.
+    w.now += 15;
+    assert_eq!(warned(&w.pass()), 0);
+    // The next version that decodes releases it, and planning goes on.
+    w.target_problem = None;
+    w.now += 15;
+    let o = w.pass();
+    assert_eq!(o.write.map(|w| w.kind), Some(WriteKind::Commit));
+    assert_eq!(w.condition("Blocked").1, "Ready");
+}
