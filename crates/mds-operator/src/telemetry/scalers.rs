@@ -156,6 +156,12 @@ impl ScalerState {
             if direction == 0 {
                 continue;
             }
+            // A rollback or restore undoes a change the cluster refused: no turn of the
+            // scaler's own (the rollback alerts say it), and the next commit starts afresh.
+            if kind != WriteKind::Commit {
+                self.last_direction.remove(role);
+                continue;
+            }
             let previous = self.last_direction.insert(role.clone(), direction);
             if previous.is_some_and(|p| p != direction) {
                 *self.reversals.entry(role.clone()).or_default() += 1;
@@ -761,9 +767,18 @@ mod tests {
         }
         let state = series.get(&key("llm")).unwrap();
         assert_eq!(state.reversals["decode"], 2, "up, up, down (1), up (2), up");
+        // A rollback is no turn, and the commit after it starts afresh.
+        let rollback = PassReport {
+            write: Some((WriteKind::Rollback, Ok(()))),
+            ..commit("decode", 5, 4)
+        };
+        series.observe(&key("llm"), &rollback, 1.0);
+        series.observe(&key("llm"), &commit("decode", 4, 5), 1.0);
+        let state = series.get(&key("llm")).unwrap();
+        assert_eq!(state.reversals["decode"], 2);
         // Stale since the first pass: the time stays the first pass's.
         assert_eq!(state.roles[0].lost_since, Some(1.0));
-        assert_eq!(state.decisions[&("commit", "TokenThroughput".into())], 5);
+        assert_eq!(state.decisions[&("commit", "TokenThroughput".into())], 6);
     }
 
     #[test]
