@@ -35,17 +35,16 @@ pub(crate) fn unreadable(pass: &mut Pass, unreadable: Unreadable) {
     }
 }
 
-/// The target does not decode: nothing is planned or written, and `Blocked` names what did not
-/// decode (a Warning event when it starts). Released by the next version of the target that
-/// decodes. A scaler being deleted lets its finalizer go: its binding stays on the target
+/// The target (or a Workload of its instances) does not decode: nothing is planned or
+/// written, and `Blocked` names what did not decode (a Warning event when it starts). Released
+/// by the next version that decodes. A scaler being deleted lets its finalizer go: its binding stays on the target
 /// until the fence's orphan recovery or an edit removes it.
 pub(crate) fn undecodable(pass: &mut Pass, problem: &str) {
     if pass.input.scaler.deleting {
         return;
     }
-    let target = &pass.input.scaler.spec.target_ref.name;
     let message = format!(
-        "ModelDeployment {target:?} does not decode: {problem}; nothing is planned or written until a version of it decodes (a GPUStack revision newer than this mds, or a CRD installed with a looser schema)"
+        "the target cannot be read: {problem}; nothing is planned or written until it decodes (a GPUStack or Kueue revision newer than this mds, or a CRD installed with a looser schema)"
     );
     let already = pass
         .input

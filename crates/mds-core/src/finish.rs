@@ -276,6 +276,7 @@ pub(crate) fn finish(mut pass: Pass, memory: &Memory) -> Outcome {
         events: pass.events,
         plan: pass.plan,
         policy: pass.policy,
+        holds_refused_commit: pass.refused.is_some(),
         wake_at,
     }
 }

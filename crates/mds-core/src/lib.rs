@@ -85,9 +85,9 @@ pub struct Input<'a> {
     /// Why the shell could not sample the target, when the target is at fault (an unknown
     /// engine, D2): `MetricsReady` says it.
     pub sampling_problem: Option<&'a str>,
-    /// The target exists but its latest version does not decode into our model (a GPUStack
-    /// revision ahead of us, a CRD with a looser schema): what did not, and where. Nothing is
-    /// planned or written until it decodes again; `Blocked` says why.
+    /// The target, or a Kueue Workload of its instances, exists but its latest version does not
+    /// decode into our model (a revision ahead of us, a CRD with a looser schema): which, what
+    /// did not, and where. Nothing is planned or written until it decodes; `Blocked` says why.
     pub target_problem: Option<&'a str>,
     pub now: Timestamp,
     /// A commit the API server refused for good (an admission webhook, a validation rule),
@@ -242,6 +242,9 @@ pub struct Outcome {
     pub plan: Option<Plan>,
     /// The policy that plan ran under (bounds, targets, interval: for metrics).
     pub policy: Option<mds_planner::Policy>,
+    /// The planned commit is held because the API server refused those counts before
+    /// (`Input::refused`): the write still fails, though none was tried.
+    pub holds_refused_commit: bool,
     /// The earliest moment after `now` at which a pass could decide otherwise without new
     /// input (a cohort's admission timeout, an abort cooldown's end, a window or grace edge,
     /// a backoff end, a bound on a wait); `None` when nothing waits on the clock. The shell

@@ -101,20 +101,31 @@ impl Caches {
         let scaler = self.scalers.get(&key.namespace, &key.name)?;
         let target_name = scaler.spec.target_ref.name.clone();
         let target = self.targets.get(&key.namespace, &target_name);
-        let target_problem =
-            self.undecodable
-                .problem("ModelDeployment", &key.namespace, &target_name);
         let pods = self.pods.group(&key.namespace, &target_name);
+        let mut names: Vec<&str> = pods
+            .iter()
+            .filter_map(|p| p.metadata.labels.as_ref()?.get(labels::POD_GROUP_NAME))
+            .map(String::as_str)
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        // A target, or a Workload of its instances, that does not decode: not planned on (a
+        // Workload left out would read as not admitted, and roll growth back).
+        let target_problem = self
+            .undecodable
+            .problem("ModelDeployment", &key.namespace, &target_name)
+            .map(|why| format!("ModelDeployment {target_name:?} does not decode: {why}"))
+            .or_else(|| {
+                names.iter().find_map(|n| {
+                    let why = self.undecodable.problem("Workload", &key.namespace, n)?;
+                    Some(format!(
+                        "the Kueue Workload {n:?} of its instances does not decode: {why}"
+                    ))
+                })
+            });
         let workloads = self.workloads().map(|cache| {
-            let mut names: Vec<&str> = pods
-                .iter()
-                .filter_map(|p| p.metadata.labels.as_ref()?.get(labels::POD_GROUP_NAME))
-                .map(String::as_str)
-                .collect();
-            names.sort_unstable();
-            names.dedup();
             names
-                .into_iter()
+                .iter()
                 .filter_map(|n| cache.get(&key.namespace, n))
                 .collect()
         });

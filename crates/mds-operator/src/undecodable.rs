@@ -19,7 +19,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use serde::de::DeserializeOwned;
 
 /// (kind, namespace, name).
-type ObjectKey = (&'static str, String, String);
+pub type ObjectKey = (&'static str, String, String);
 
 /// An object the watch saw that is not (or no longer) in the cache because it does not decode.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,11 +28,14 @@ pub struct Gone {
     pub name: String,
 }
 
-/// What one untyped event becomes: the typed event for the cache, and the objects that left
-/// it because they do not decode.
+/// What one untyped event becomes: the typed event for the cache, the objects that left it
+/// because they do not decode, and the records to forget once the cache holds the event
+/// ([`Undecodable::settle`]): a record goes only after its object's good version is cached, so
+/// a pass never sees the object neither cached nor recorded (it would read as deleted).
 pub struct Decoded<K> {
     pub event: Option<Event<K>>,
     pub gone: Vec<Gone>,
+    pub forget: Vec<ObjectKey>,
 }
 
 #[derive(Default)]
@@ -91,6 +94,7 @@ impl Undecodable {
         let none = || Decoded {
             event: None,
             gone: vec![],
+            forget: vec![],
         };
         match event {
             Event::Init => {
@@ -98,12 +102,14 @@ impl Undecodable {
                 Decoded {
                     event: Some(Event::Init),
                     gone: vec![],
+                    forget: vec![],
                 }
             }
             Event::InitApply(object) => match decode::<K>(&object) {
                 Ok(typed) => Decoded {
                     event: Some(Event::InitApply(typed)),
                     gone: vec![],
+                    forget: vec![],
                 },
                 Err(why) => {
                     warn(kind, &object, &why);
@@ -113,9 +119,15 @@ impl Undecodable {
                 }
             },
             Event::InitDone => {
-                // The relist replaces the kind's record whole, as it replaces the cache.
+                // The relist replaces the kind's record whole, as it replaces the cache: the
+                // new records now, the old ones once the cache holds the relist.
                 let fresh = inner.relists.remove(&kind).unwrap_or_default();
-                inner.objects.retain(|(k, _, _), _| *k != kind);
+                let forget = inner
+                    .objects
+                    .keys()
+                    .filter(|key| key.0 == kind && !fresh.contains_key(*key))
+                    .cloned()
+                    .collect();
                 let gone = fresh
                     .keys()
                     .map(|(_, namespace, name)| Gone {
@@ -127,18 +139,17 @@ impl Undecodable {
                 Decoded {
                     event: Some(Event::InitDone),
                     gone,
+                    forget,
                 }
             }
             Event::Apply(object) => {
                 let key = key(&object);
                 match decode::<K>(&object) {
-                    Ok(typed) => {
-                        inner.objects.remove(&key);
-                        Decoded {
-                            event: Some(Event::Apply(typed)),
-                            gone: vec![],
-                        }
-                    }
+                    Ok(typed) => Decoded {
+                        event: Some(Event::Apply(typed)),
+                        gone: vec![],
+                        forget: vec![key],
+                    },
                     Err(why) => {
                         warn(kind, &object, &why);
                         inner.objects.insert(key, why);
@@ -146,6 +157,7 @@ impl Undecodable {
                         Decoded {
                             event: None,
                             gone: vec![Gone { namespace, name }],
+                            forget: vec![],
                         }
                     }
                 }
@@ -156,16 +168,26 @@ impl Undecodable {
                     Ok(typed) => Decoded {
                         event: Some(Event::Delete(typed)),
                         gone: vec![],
+                        forget: vec![],
                     },
                     Err(_) => {
                         let (namespace, name) = identity(&object);
                         Decoded {
                             event: None,
                             gone: vec![Gone { namespace, name }],
+                            forget: vec![],
                         }
                     }
                 }
             }
+        }
+    }
+
+    /// Forgets the records of objects whose good versions the cache now holds.
+    pub fn settle(&self, forget: Vec<ObjectKey>) {
+        let mut inner = self.lock();
+        for key in forget {
+            inner.objects.remove(&key);
         }
     }
 
@@ -295,6 +317,11 @@ mod tests {
         let fixed = shared
             .decode::<ModelDeployment>("ModelDeployment", Event::Apply(object("bad", json!(3))));
         assert_eq!(names(&fixed.event), ["bad"]);
+        assert!(
+            shared.problem("ModelDeployment", "ns", "bad").is_some(),
+            "kept until the cache holds the good version"
+        );
+        shared.settle(fixed.forget);
         assert_eq!(shared.problem("ModelDeployment", "ns", "bad"), None);
         let broken = shared.decode::<ModelDeployment>(
             "ModelDeployment",

@@ -4,7 +4,9 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 /// Path of the metrics page.
 pub const METRICS_PATH: &str = "/metrics";
@@ -29,6 +31,10 @@ pub struct WebhookMetrics {
     registry: Registry,
     pub reviews: Family<ReviewLabels, Counter>,
     pub fence_refusals: Family<RefusalLabels, Counter>,
+    /// When the fence last refused, per target and rule: what the alert reads (a counter's
+    /// first refusal on a replica shows no `increase()`; a time does not depend on which
+    /// replica refused or when Prometheus started).
+    pub fence_last_refusal: Family<RefusalLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for WebhookMetrics {
@@ -36,6 +42,7 @@ impl Default for WebhookMetrics {
         let mut registry = Registry::with_prefix("mds_webhook");
         let reviews = Family::<ReviewLabels, Counter>::default();
         let fence_refusals = Family::<RefusalLabels, Counter>::default();
+        let fence_last_refusal = Family::<RefusalLabels, Gauge<f64, AtomicU64>>::default();
         registry.register(
             "reviews",
             "Admission reviews answered, by webhook and whether they were allowed",
@@ -46,10 +53,16 @@ impl Default for WebhookMetrics {
             "Writes of a ModelDeployment the binding fence refused, by target and rule",
             fence_refusals.clone(),
         );
+        registry.register(
+            "fence_last_refusal_timestamp_seconds",
+            "When the binding fence last refused a write of a ModelDeployment (unix seconds), by target and rule",
+            fence_last_refusal.clone(),
+        );
         WebhookMetrics {
             registry,
             reviews,
             fence_refusals,
+            fence_last_refusal,
         }
     }
 }
@@ -65,15 +78,15 @@ impl WebhookMetrics {
             .inc();
     }
 
-    /// Counts one refusal of the fence.
-    pub fn fence_refused(&self, namespace: &str, target: &str, rule: &str) {
-        self.fence_refusals
-            .get_or_create(&RefusalLabels {
-                namespace: namespace.into(),
-                target: target.into(),
-                rule: rule.into(),
-            })
-            .inc();
+    /// Counts one refusal of the fence at unix time `at`.
+    pub fn fence_refused(&self, namespace: &str, target: &str, rule: &str, at: f64) {
+        let labels = RefusalLabels {
+            namespace: namespace.into(),
+            target: target.into(),
+            rule: rule.into(),
+        };
+        self.fence_refusals.get_or_create(&labels).inc();
+        self.fence_last_refusal.get_or_create(&labels).set(at);
     }
 
     /// The page in the OpenMetrics text format.

@@ -104,9 +104,13 @@ async fn validate_targets(State(state): State<Arc<WebhookState>>, body: Bytes) -
             state.metrics.review("validate-targets", response.allowed);
             if let Some(rule) = refused {
                 let namespace = request.namespace.as_deref().unwrap_or_default();
+                let at = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                let rule = format!("{rule:?}");
                 state
                     .metrics
-                    .fence_refused(namespace, &request.name, &format!("{rule:?}"));
+                    .fence_refused(namespace, &request.name, &rule, at);
             }
             reply(response)
         }

@@ -96,6 +96,7 @@ mod tests {
             }],
             plan: None,
             policy: None,
+            holds_refused_commit: false,
             wake_at: None,
         }
     }

@@ -38,8 +38,8 @@ pub struct Snapshot {
     /// The Workloads of the target's namespace that its Pods name; `None` when the Kueue
     /// Workload API is not served (D4 then reads admission from `PodScheduled`).
     pub workloads: Option<Vec<Arc<Workload>>>,
-    /// The target exists but its latest version does not decode: what did not, and where.
-    /// `target` is `None` then.
+    /// The target, or a Workload of its instances, exists but does not decode: which, what did
+    /// not, and where. An undecodable target is `None` in `target`.
     pub target_problem: Option<String>,
 }
 

@@ -141,6 +141,7 @@ where
                 }
                 out.extend(cache.apply(event).into_iter().map(Touched::Object));
             }
+            caches.undecodable.settle(decoded.forget);
             for gone in decoded.gone {
                 cache.remove(&gone.namespace, &gone.name);
                 out.push(Touched::Gone(gone));

@@ -372,6 +372,7 @@ mod tests {
                 events,
                 plan: None,
                 policy: None,
+                holds_refused_commit: false,
                 wake_at: None,
             }),
             ..PassReport::default()

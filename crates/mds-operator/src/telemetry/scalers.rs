@@ -24,6 +24,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use crate::ports::ScalerKey;
 use crate::worker::PassReport;
 
+/// The reasons of a donation's two commits (spec *Rebalancing*).
+const DONATION_STEPS: [&str; 2] = ["DonorRelease", "ReceiverAcquire"];
+
 /// Every signal state a role can be in (`mds_role_signal_state{state}`).
 const SIGNAL_STATES: [(SignalState, &str); 4] = [
     (SignalState::Fresh, "Fresh"),
@@ -96,7 +99,16 @@ impl ScalerState {
                 // A conflict is re-planned next pass: not a failing write.
                 self.failing = (e.kind() != "conflict").then_some(key);
             }
-            None if report.held.is_none() && report.outcome.is_some() => self.failing = None,
+            // No write this pass and none held: unless the core holds a refused commit's
+            // counts (refused until the spec, the target or the plan changes), nothing fails.
+            None if report.held.is_none()
+                && report
+                    .outcome
+                    .as_ref()
+                    .is_some_and(|o| !o.holds_refused_commit) =>
+            {
+                self.failing = None
+            }
             None => {}
         }
         let Some(outcome) = &report.outcome else {
@@ -156,9 +168,10 @@ impl ScalerState {
             if direction == 0 {
                 continue;
             }
-            // A rollback or restore undoes a change the cluster refused: no turn of the
-            // scaler's own (the rollback alerts say it), and the next commit starts afresh.
-            if kind != WriteKind::Commit {
+            // A rollback or restore undoes a change the cluster refused, and a donation moves
+            // a replica between roles for the same reason: no turn of the scaler's own (the
+            // rollback alerts say it), and the next commit starts afresh.
+            if kind != WriteKind::Commit || DONATION_STEPS.contains(&decision.reason.as_str()) {
                 self.last_direction.remove(role);
                 continue;
             }
@@ -609,8 +622,8 @@ fn encode_counters(
         }
     }
     let mut metric = encoder.encode_descriptor(
-        "scaler_write_failures",
-        "Target writes that did not land, by kind and reason (conflict, refused, unavailable).",
+        "scaler_target_write_failures",
+        "Target writes of the scaler that did not land, by kind and reason (conflict, refused, unavailable).",
         None,
         MetricType::Counter,
     )?;
@@ -720,6 +733,7 @@ mod tests {
                     wake_at: None,
                 }),
                 policy: None,
+                holds_refused_commit: false,
                 wake_at: None,
             }),
             ..PassReport::default()
@@ -797,7 +811,7 @@ mod tests {
         t.scalers_series
             .observe(&key("other"), &commit("server", 1, 2), 1.0);
         let text = t.encode();
-        let line = r#"mds_scaler_write_failures_total{namespace="ns",scaler="llm",kind="commit",reason="unavailable"} 1"#;
+        let line = r#"mds_scaler_target_write_failures_total{namespace="ns",scaler="llm",kind="commit",reason="unavailable"} 1"#;
         assert!(text.contains(line), "{text}");
         assert!(
             !text

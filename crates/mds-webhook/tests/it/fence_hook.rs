@@ -404,6 +404,7 @@ async fn each_refusal_is_counted_by_target_and_rule_on_the_metrics_page() {
         r#"mds_webhook_fence_refusals_total{namespace="default",target="llm-serving",rule="BoundCounts"} 2"#,
         r#"mds_webhook_reviews_total{webhook="validate-targets",allowed="false"} 2"#,
         r#"mds_webhook_reviews_total{webhook="validate-targets",allowed="true"} 1"#,
+        r#"mds_webhook_fence_last_refusal_timestamp_seconds{namespace="default",target="llm-serving",rule="BoundCounts"} "#,
     ] {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }

@@ -101,6 +101,18 @@ fn monitoring_objects_render_only_when_asked_and_carry_the_given_labels() {
         .map(|e| e["port"].as_str().unwrap())
         .collect();
     assert_eq!(ports, ["metrics", "webhook"]);
+    // The series' own namespace label is kept, not replaced by the scraped Pod's.
+    for (kind, endpoints) in [
+        ("ServiceMonitor", "endpoints"),
+        ("PodMonitor", "podMetricsEndpoints"),
+    ] {
+        for endpoint in of_kind(&rendered, kind)[0]["spec"][endpoints]
+            .as_array()
+            .unwrap()
+        {
+            assert_eq!(endpoint["honorLabels"], true, "{kind}: {endpoint}");
+        }
+    }
     // The ports it names exist on the Services and the Pods.
     let services = of_kind(&rendered, "Service");
     for port in ports {

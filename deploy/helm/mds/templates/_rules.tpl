@@ -141,14 +141,12 @@ min by its scaler's labels, so a leader change never makes a many-to-many match.
         runbook: docs/operations.md#mdsobjectundecodable
     - alert: MdsFenceRefusedWrite
       expr: |
-        sum by (namespace, target, rule) (increase(mds_webhook_fence_refusals_total[{{ $r.fenceRefusals.window }}])) > 0
-        or
-        (sum by (namespace, target, rule) (mds_webhook_fence_refusals_total)
-          unless sum by (namespace, target, rule) (mds_webhook_fence_refusals_total offset {{ $r.fenceRefusals.window }}))
+        max by (namespace, target, rule) (mds_webhook_fence_last_refusal_timestamp_seconds)
+          > time() - {{ $r.fenceRefusals.windowSeconds }}
       labels:
         severity: warning
       annotations:
         summary: {{`The binding fence refused a write of ModelDeployment {{ $labels.namespace }}/{{ $labels.target }} ({{ $labels.rule }})`}}
-        description: A write of counts or scaler annotations its scaler owns was refused within {{ $r.fenceRefusals.window }}.
+        description: A write of counts or scaler annotations its scaler owns was refused within the last {{ $r.fenceRefusals.windowSeconds }} s.
         runbook: docs/operations.md#mdsfencerefusedwrite
 {{- end }}
