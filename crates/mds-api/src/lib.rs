@@ -2,6 +2,7 @@
 //! exact quantities, defaulting and admission validation. Pure: no I/O, no clock.
 
 pub mod annotations;
+pub mod decode;
 pub mod defaults;
 pub mod fence;
 pub mod quantity;

@@ -12,6 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use kube::core::DynamicObject;
 use kube::runtime::watcher::Event;
+use mds_api::decode::typed;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -58,19 +59,6 @@ impl std::fmt::Debug for Undecodable {
     }
 }
 
-/// Decodes one object, naming the field that does not decode.
-pub fn decode<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, String> {
-    let value = serde_json::to_value(object).map_err(|e| e.to_string())?;
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            e.inner().to_string()
-        } else {
-            format!("{path}: {}", e.inner())
-        }
-    })
-}
-
 fn identity(object: &DynamicObject) -> (String, String) {
     (
         object.metadata.namespace.clone().unwrap_or_default(),
@@ -105,7 +93,7 @@ impl Undecodable {
                     forget: vec![],
                 }
             }
-            Event::InitApply(object) => match decode::<K>(&object) {
+            Event::InitApply(object) => match typed::<K>(&object) {
                 Ok(typed) => Decoded {
                     event: Some(Event::InitApply(typed)),
                     gone: vec![],
@@ -144,7 +132,7 @@ impl Undecodable {
             }
             Event::Apply(object) => {
                 let key = key(&object);
-                match decode::<K>(&object) {
+                match typed::<K>(&object) {
                     Ok(typed) => Decoded {
                         event: Some(Event::Apply(typed)),
                         gone: vec![],
@@ -164,7 +152,7 @@ impl Undecodable {
             }
             Event::Delete(object) => {
                 inner.objects.remove(&key(&object));
-                match decode::<K>(&object) {
+                match typed::<K>(&object) {
                     Ok(typed) => Decoded {
                         event: Some(Event::Delete(typed)),
                         gone: vec![],

@@ -33,15 +33,7 @@ pub fn read(body: &[u8]) -> Result<Request, String> {
 
 /// An object of the request as `T`; the error names the field that does not fit.
 pub fn typed<T: DeserializeOwned>(object: &DynamicObject) -> Result<T, String> {
-    let value = serde_json::to_value(object).map_err(|e| e.to_string())?;
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            e.inner().to_string()
-        } else {
-            format!("{path}: {}", e.inner())
-        }
-    })
+    mds_api::decode::typed(object)
 }
 
 /// Admits the request as it is.

@@ -244,6 +244,14 @@ struct RoleLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindReasonLabels {
+    namespace: String,
+    scaler: String,
+    kind: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
     namespace: String,
     scaler: String,
@@ -493,12 +501,6 @@ fn encode_scaler_gauges(
             ConstGauge::new(i64::from(*blocked)).encode(metric.encode_family(&labels)?)?;
         }
     }
-    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-    struct Role {
-        namespace: String,
-        scaler: String,
-        role: String,
-    }
     let mut metric = encoder.encode_descriptor(
         "scaler_scale_down_refused",
         "1 for each role whose retirements the target keeps aborting (scale-down refused, D35).",
@@ -508,20 +510,13 @@ fn encode_scaler_gauges(
     for (key, state) in scalers {
         for role in &state.scale_down_refused {
             let l = labels(key);
-            let labels = Role {
+            let labels = RoleLabels {
                 namespace: l.namespace,
                 scaler: l.scaler,
                 role: role.clone(),
             };
             ConstGauge::new(1).encode(metric.encode_family(&labels)?)?;
         }
-    }
-    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-    struct Failing {
-        namespace: String,
-        scaler: String,
-        kind: String,
-        reason: String,
     }
     let mut metric = encoder.encode_descriptor(
         "scaler_write_failing",
@@ -532,7 +527,7 @@ fn encode_scaler_gauges(
     for (key, state) in scalers {
         if let Some((kind, reason)) = state.failing {
             let l = labels(key);
-            let labels = Failing {
+            let labels = KindReasonLabels {
                 namespace: l.namespace,
                 scaler: l.scaler,
                 kind: kind.to_string(),
@@ -555,20 +550,7 @@ fn encode_counters(
     encoder: &mut DescriptorEncoder,
     scalers: &BTreeMap<ScalerKey, ScalerState>,
 ) -> Result<(), std::fmt::Error> {
-    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-    struct KindReason {
-        namespace: String,
-        scaler: String,
-        kind: String,
-        reason: String,
-    }
-    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-    struct Role {
-        namespace: String,
-        scaler: String,
-        role: String,
-    }
-    let kind_reason = |key: &ScalerKey, kind: &str, reason: &str| KindReason {
+    let kind_reason = |key: &ScalerKey, kind: &str, reason: &str| KindReasonLabels {
         namespace: key.namespace.clone(),
         scaler: key.name.clone(),
         kind: kind.to_string(),
@@ -613,7 +595,7 @@ fn encode_counters(
             reversals.insert(role, *n);
         }
         for (role, n) in reversals {
-            let labels = Role {
+            let labels = RoleLabels {
                 namespace: key.namespace.clone(),
                 scaler: key.name.clone(),
                 role: role.to_string(),

@@ -156,26 +156,9 @@ impl Drop for Running {
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str], input: Option<&str>) -> std::process::Output {
-    let mut child = Command::new(mds_testkit::kubectl_path().unwrap())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(text) = input {
-        use std::io::Write as _;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
+    let mut command = Command::new(mds_testkit::kubectl_path().unwrap());
+    command.arg("--kubeconfig").arg(kubeconfig).args(args);
+    crate::deploy_support::run(command, input)
 }
 
 /// The lab's engines as Prometheus file_sd targets (address, namespace, pod, target).

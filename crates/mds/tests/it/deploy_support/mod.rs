@@ -58,7 +58,8 @@ pub fn objects(yaml: &str) -> Vec<Value> {
     out
 }
 
-fn run(mut command: Command, stdin: Option<&str>) -> Output {
+/// Runs `command`, feeding it `stdin`, and returns its output.
+pub fn run(mut command: Command, stdin: Option<&str>) -> Output {
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
