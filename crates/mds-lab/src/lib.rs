@@ -35,6 +35,7 @@ mod lab;
 pub mod load_syntax;
 pub mod process;
 pub mod standin;
+pub mod vllm;
 mod wait;
 
 use std::time::Duration;
@@ -45,6 +46,7 @@ pub use files::remove_stale_data_folders;
 pub use lab::{Lab, LabOptions};
 pub use load_syntax::{LoadRule, parse_load_profile, parse_load_rule};
 pub use mds_sim::{DeploymentKey, Load, LoadProfile, RoleSettings, World, WorldConfig};
+pub use standin::engines::{EngineProcess, RealEngines};
 pub use standin::{StandIn, StandInOptions};
 pub use wait::eventually;
 

@@ -51,6 +51,14 @@ impl ManagedChild {
         })
     }
 
+    /// Like [`ManagedChild::spawn`], in a process group of its own, so that killing it kills
+    /// the processes it started too (a vLLM server's engine core).
+    pub fn spawn_group(name: &str, mut command: Command) -> io::Result<ManagedChild> {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+        ManagedChild::spawn(name, command)
+    }
+
     pub fn id(&self) -> u32 {
         self.child.id()
     }
@@ -67,6 +75,7 @@ impl ManagedChild {
     /// Kills the process (SIGKILL) and reaps it.
     pub fn kill(&mut self) {
         // Errors mean it has already ended (and maybe been reaped); either way it is gone.
+        kill_group(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
         lock(&LIVE_CHILDREN).remove(&self.child.id());
@@ -153,6 +162,15 @@ fn set_death_signal(command: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn set_death_signal(_command: &mut Command) {}
 
+/// SIGKILLs the process group led by `pid`, if it leads one (a child spawned with
+/// [`ManagedChild::spawn_group`]); otherwise no group has that id and nothing happens.
+fn kill_group(pid: u32) {
+    // SAFETY: a plain syscall; a negative id names a process group.
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+    }
+}
+
 fn register_at_exit() {
     AT_EXIT.call_once(|| {
         // SAFETY: registering a plain `extern "C"` function with no arguments.
@@ -167,6 +185,7 @@ extern "C" fn clean_up_at_exit() {
     if let Ok(children) = LIVE_CHILDREN.try_lock() {
         for &pid in children.iter() {
             // SAFETY: plain syscalls on our own children's ids.
+            kill_group(pid);
             unsafe {
                 libc::kill(pid as libc::pid_t, libc::SIGKILL);
                 libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);

@@ -13,9 +13,11 @@
 //!
 //! The stand-in decides nothing: every decision is the world's.
 
+pub mod engines;
 mod listeners;
 mod mirror;
 pub use mds_sim::objects;
+mod router;
 mod rules;
 mod watch;
 
@@ -56,6 +58,9 @@ pub struct StandInOptions {
     /// or orphaned. Each audit reads every object from etcd, which matters with thousands of
     /// Pods (benchmarks make it rare).
     pub audit_every: Duration,
+    /// Real vLLM processes in place of the world's engines, and the router and load client
+    /// that go with them; `None`: the world's engines serve the pages (the default).
+    pub real_engines: Option<engines::RealEngines>,
 }
 
 impl Default for StandInOptions {
@@ -68,6 +73,7 @@ impl Default for StandInOptions {
             quotas: BTreeMap::new(),
             loads: Vec::new(),
             audit_every: Duration::from_secs(5),
+            real_engines: None,
         }
     }
 }
@@ -83,6 +89,10 @@ pub(crate) struct State {
     pub loads: Rules<LoadProfile>,
     pub settings: Rules<RoleSettings>,
     pub errors: VecDeque<String>,
+    /// What the stand-in itself did (real engines started), for [`StandIn::take_events`].
+    pub notes: Vec<WorldEvent>,
+    /// Real engines running now (`--engines vllm`).
+    pub engines: Vec<engines::EngineProcess>,
 }
 
 impl State {
@@ -101,6 +111,14 @@ impl State {
         for message in refused {
             self.error(message);
         }
+    }
+
+    pub fn note(&mut self, deployment: &DeploymentKey, message: String) {
+        self.notes.push(WorldEvent {
+            at: Timestamp::now(),
+            deployment: deployment.clone(),
+            message,
+        });
     }
 
     pub fn error(&mut self, message: String) {
@@ -135,6 +153,8 @@ impl Shared {
 pub struct StandIn {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
+    router: Option<router::Router>,
+    engines_folder: Option<std::path::PathBuf>,
 }
 
 impl StandIn {
@@ -148,6 +168,8 @@ impl StandIn {
             loads: Rules::default(),
             settings: Rules::default(),
             errors: VecDeque::new(),
+            notes: Vec::new(),
+            engines: Vec::new(),
         };
         for (instance_type, gpus) in &options.quotas {
             state.world.set_quota(instance_type, Some(*gpus));
@@ -164,12 +186,31 @@ impl StandIn {
             tick: options.tick,
             audit_every: options.audit_every,
         });
+        let engines_folder = options.real_engines.as_ref().map(|e| e.folder.clone());
+        let (router, engines) = match options.real_engines {
+            Some(config) => {
+                let router = router::Router::start(shared.clone())
+                    .await
+                    .map_err(|source| Error::Io {
+                        context: "starting the lab's router on 127.0.0.1".into(),
+                        source,
+                    })?;
+                let engines = engines::Engines::new(config, router.address);
+                (Some(router), Some(engines))
+            }
+            None => (None, None),
+        };
         let (listed_tx, mut listed) = channel::channel(false);
         let tasks = vec![
             tokio::spawn(watch::run(client.clone(), shared.clone(), listed_tx)),
-            tokio::spawn(mirror::run(client, shared.clone())),
+            tokio::spawn(mirror::run(client, shared.clone(), engines)),
         ];
-        let standin = StandIn { shared, tasks };
+        let standin = StandIn {
+            shared,
+            tasks,
+            router,
+            engines_folder,
+        };
         let what = "the stand-in's first list of ModelDeployments";
         tokio::time::timeout(FIRST_LIST_TIMEOUT, listed.wait_for(|done| *done))
             .await
@@ -300,7 +341,27 @@ impl StandIn {
 
     /// World events (instances created, admitted, ready, retired, ...) since the last call.
     pub fn take_events(&self) -> Vec<WorldEvent> {
-        self.shared.lock().world.take_events()
+        let mut state = self.shared.lock();
+        let mut events = state.world.take_events();
+        events.append(&mut state.notes);
+        events.sort_by_key(|e| e.at);
+        events
+    }
+
+    /// The real engines running now (`--engines vllm`; none otherwise).
+    pub fn engines(&self) -> Vec<engines::EngineProcess> {
+        self.shared.lock().engines.clone()
+    }
+
+    /// Where the real engines and the load client log (`--engines vllm`).
+    pub fn engines_folder(&self) -> Option<&std::path::Path> {
+        self.engines_folder.as_deref()
+    }
+
+    /// The lab's router, when it runs real engines: `http://ADDRESS/NAMESPACE/NAME/v1/...`
+    /// reaches a ready replica of that target.
+    pub fn router(&self) -> Option<std::net::SocketAddr> {
+        self.router.as_ref().map(|r| r.address)
     }
 
     /// Problems since the last call: writes the API server refused, listeners that could not

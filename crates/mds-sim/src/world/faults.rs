@@ -210,6 +210,33 @@ impl World {
         })
     }
 
+    /// An engine outside the world (a real process) answers its health check: a starting
+    /// instance turns Ready now, whatever its cold start said. Returns whether it turned Ready
+    /// (false when it is not starting, or its Workload lost admission meanwhile).
+    pub fn engine_ready(
+        &mut self,
+        key: &DeploymentKey,
+        role: &str,
+        ordinal: u32,
+    ) -> Result<bool, WorldError> {
+        self.intervene(key, role, ordinal, |dep, ctx| {
+            let clock = dep.requests.as_ref().map(|r| r.seconds_at(ctx.now));
+            let profile = dep.settings(role, ctx.config).request_profile;
+            let instance = dep.instance_mut(role, ordinal).expect("checked");
+            let admitted = instance
+                .workload
+                .as_ref()
+                .is_some_and(|w| w.active && !w.evicted && w.admitted_at.is_some());
+            if !matches!(instance.phase, Phase::Starting { .. }) || !admitted {
+                return Ok(false);
+            }
+            instance.phase = Phase::Ready;
+            instance.start_engine(ctx.now, clock.map(|c| (&profile, c)));
+            ctx.event(&dep.key, format!("{role} ordinal {ordinal} ready"));
+            Ok(true)
+        })
+    }
+
     /// The stand-in aborts the deployment's running retirement for `reason`, if one runs
     /// before `Deleting` and has not aborted yet: the reservation persists as `Aborted`, the
     /// instance keeps its Pods, Workload and quota and is routed again. Returns the aborted

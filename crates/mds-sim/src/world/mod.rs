@@ -352,6 +352,12 @@ impl World {
         Ok(())
     }
 
+    /// The load profile offered to a role and when its time axis began.
+    pub fn load_of(&self, key: &DeploymentKey, role: &str) -> Option<(&LoadProfile, Timestamp)> {
+        let load = self.deployments.get(key)?.loads.get(role)?;
+        Some((&load.profile, load.origin))
+    }
+
     /// Offers a stream of requests to a deployment, its time axis starting now: from the next
     /// step on, its engines run request-level and its fluid loads are ignored. Engines already
     /// running start over as request-level ones (their pages restart, with a new process start

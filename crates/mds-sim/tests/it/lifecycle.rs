@@ -279,3 +279,33 @@ fn bad_inputs_are_errors_naming_the_rule() {
             .contains("tick")
     );
 }
+
+#[test]
+fn an_outside_engine_turns_a_starting_instance_ready_at_once_and_nothing_else() {
+    // A day-long cold start: readiness comes only from the engine (a real process in the lab).
+    let mut world = world(86_400);
+    world.set_quota("h100", Some(1));
+    let k = world
+        .apply_deployment(target("chat", "vLLM", true, &[("server", "Server", 2, 1)]))
+        .unwrap();
+    world.step(t(1)).unwrap();
+    use InstanceState::*;
+    assert_eq!(states(&world, "chat"), vec![Starting, Queued]);
+    assert_eq!(world.engine_ready(&k, "server", 0), Ok(true));
+    assert_eq!(states(&world, "chat"), vec![Ready, Queued]);
+    assert_eq!(role_status(&world, &k, "server").ready, Some(1));
+    assert!(
+        world
+            .take_events()
+            .iter()
+            .any(|e| e.message == "server ordinal 0 ready")
+    );
+    // Ready already, or not admitted: no change.
+    assert_eq!(world.engine_ready(&k, "server", 0), Ok(false));
+    assert_eq!(world.engine_ready(&k, "server", 1), Ok(false));
+    assert_eq!(states(&world, "chat"), vec![Ready, Queued]);
+    assert!(matches!(
+        world.engine_ready(&k, "server", 7),
+        Err(WorldError::NoInstance { .. })
+    ));
+}

@@ -24,6 +24,7 @@ use mds_sim::{DeploymentKey, PodView};
 use serde_json::{Map, Value};
 
 use super::Shared;
+use super::engines::Engines;
 use super::listeners::Listeners;
 use pods::PodRecord;
 use workloads::WorkloadRecord;
@@ -31,7 +32,8 @@ use workloads::WorkloadRecord;
 /// (namespace, name)
 type ObjectKey = (String, String);
 
-pub(crate) async fn run(client: Client, shared: Arc<Shared>) {
+/// Runs the mirror; with `engines`, real engines serve in place of the listeners' pages.
+pub(crate) async fn run(client: Client, shared: Arc<Shared>, engines: Option<Engines>) {
     let mut mirror = Mirror {
         client,
         shared: shared.clone(),
@@ -39,6 +41,7 @@ pub(crate) async fn run(client: Client, shared: Arc<Shared>) {
         workloads: BTreeMap::new(),
         statuses: BTreeMap::new(),
         listeners: Listeners::default(),
+        engines,
         desired_pods: BTreeSet::new(),
         desired_workloads: BTreeSet::new(),
         last_audit: None,
@@ -61,6 +64,7 @@ struct Mirror {
     /// The UID and status last written per ModelDeployment.
     statuses: BTreeMap<DeploymentKey, (String, Value)>,
     listeners: Listeners,
+    engines: Option<Engines>,
     desired_pods: BTreeSet<ObjectKey>,
     desired_workloads: BTreeSet<ObjectKey>,
     last_audit: Option<Instant>,
@@ -135,7 +139,10 @@ impl Mirror {
         self.sync_statuses(&statuses).await;
         // The Pods as of the start of the pass: a Pod lost or replaced meanwhile has its
         // listener moved at the next pass.
-        self.listeners.reconcile(&pods, &self.shared);
+        match &mut self.engines {
+            Some(engines) => engines.reconcile(&pods, &self.shared),
+            None => self.listeners.reconcile(&pods, &self.shared),
+        }
         if self
             .last_audit
             .is_none_or(|at| at.elapsed() >= self.shared.audit_every)

