@@ -3,9 +3,21 @@
 //! requests. Arrivals inside each window are a seeded Poisson process at the window's rate
 //! times a scale; lengths are drawn around the window's means as a synthetic load draws them.
 //!
-//! A window of rate 0 is a gap in the collection, not an idle service: it takes the rate and
-//! lengths of the window before it (the first non-zero window for leading gaps), and the
-//! description counts how many were filled.
+//! A window of rate 0 in a CSV is a gap in the collection, not an idle service: it takes the
+//! rate and lengths of the window before it (the first non-zero window for leading gaps), and
+//! the description counts how many were filled. A curve built in code from windows
+//! ([`RateCurve::from_windows`], as `mds simulate --from-prometheus` measures them) knows its
+//! gaps and has filled them already, so there a window of rate 0 is idle.
+//!
+//! A window may carry a prefix-hit share (the optional `prefix_hit_share` column, or
+//! [`CurveWindow::prefix_hit_share`]): the share of its prompt tokens a prefix cache served.
+//! Its requests then carry block hashes whose leading spans are shared by every such request
+//! (one common prefix, as a system prompt is), as many as make the share on average, and
+//! their `prefix_hit_tokens` are what an unlimited cache would serve, as a Mooncake trace's
+//! are. A window without a share (every window of a curve without the column) draws nothing
+//! more, so such curves give the requests they always gave.
+
+use std::sync::Arc;
 
 use super::synthetic::{MAX_REQUESTS, around};
 use super::trace::{Trace, TraceRequest};
@@ -16,6 +28,14 @@ const START: &str = "t_start_s";
 const RATE: &str = "total_rate_rps";
 const PROMPT: &str = "mean_input_tokens_est";
 const OUTPUT: &str = "mean_output_tokens_est";
+/// The optional column of each window's prefix-hit share, 0 to 1.
+const SHARE: &str = "prefix_hit_share";
+
+/// Prompt tokens per block hash: a Mooncake trace's span, and the request-level engine's
+/// `KV_BLOCKS_PER_HASH` blocks of 16 tokens.
+const HASH_SPAN_TOKENS: u32 = 512;
+/// The first id of the shared spans' hashes; the other spans' ids count up from 1, far below.
+const SHARED_HASH_BASE: u64 = 1 << 62;
 
 /// One window of the curve.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -24,6 +44,19 @@ struct Window {
     rate: f64,
     prompt: u32,
     output: u32,
+    /// The share of prompt tokens a prefix cache serves; 0: no prefix information.
+    prefix_hit_share: f64,
+}
+
+/// One window of a curve built in code: its mean request rate (requests per second, before
+/// the scale), mean prompt and output lengths in tokens, and the share of its prompt tokens a
+/// prefix cache served (0 to 1; 0 draws no hashes).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CurveWindow {
+    pub rate: f64,
+    pub prompt_tokens: f64,
+    pub output_tokens: f64,
+    pub prefix_hit_share: f64,
 }
 
 /// A rate curve, scaled.
@@ -61,7 +94,8 @@ impl RateCurve {
         };
         let (start, rate, prompt, output) =
             (index(START)?, index(RATE)?, index(PROMPT)?, index(OUTPUT)?);
-        let mut raw: Vec<(usize, f64, f64, f64, f64)> = Vec::new();
+        let share = columns.iter().position(|c| *c == SHARE);
+        let mut raw: Vec<(usize, f64, f64, f64, f64, f64)> = Vec::new();
         for (i, line) in lines {
             let n = i + 1;
             let cells: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -76,12 +110,25 @@ impl RateCurve {
                     )),
                 }
             };
+            let hit_share = match share {
+                Some(at) => {
+                    let value = cell(at, SHARE)?;
+                    if value > 1.0 {
+                        return Err(format!(
+                            "line {n}: {SHARE} {value} is not a share from 0 to 1"
+                        ));
+                    }
+                    value
+                }
+                None => 0.0,
+            };
             let row = (
                 n,
                 cell(start, START)?,
                 cell(rate, RATE)?,
                 cell(prompt, PROMPT)?,
                 cell(output, OUTPUT)?,
+                hit_share,
             );
             if let Some(last) = raw.last()
                 && row.1 <= last.1
@@ -113,6 +160,7 @@ impl RateCurve {
                     rate: live.2 * scale,
                     prompt: (live.3.round() as u32).max(1),
                     output: (live.4.round() as u32).max(1),
+                    prefix_hit_share: live.5,
                 }
             })
             .collect();
@@ -133,6 +181,69 @@ impl RateCurve {
             duration_seconds: duration_seconds - offset,
             scale,
             gaps_filled,
+        })
+    }
+
+    /// Windows of `width_seconds` each, back to back from 0, with their rates scaled by
+    /// `scale`. A window of rate 0 is idle (no arrivals): the caller has filled its gaps.
+    /// Refused: a width or scale that is not a positive number, no window, a rate or length
+    /// that is not a finite number of at least 0, a share outside 0 to 1, or no window with
+    /// requests. Lengths are rounded to whole tokens, at least 1. Errors name the window (from
+    /// 1) and the rule.
+    pub fn from_windows(
+        width_seconds: f64,
+        windows: &[CurveWindow],
+        scale: f64,
+    ) -> Result<RateCurve, String> {
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(format!("scale is {scale}; it must be a positive number"));
+        }
+        if !(width_seconds.is_finite() && width_seconds > 0.0) {
+            return Err(format!(
+                "the window width is {width_seconds} s; it must be a positive number of seconds"
+            ));
+        }
+        if windows.is_empty() {
+            return Err("the curve has no window".into());
+        }
+        let mut out = Vec::with_capacity(windows.len());
+        for (i, w) in windows.iter().enumerate() {
+            for (name, value) in [
+                ("rate", w.rate),
+                ("prompt_tokens", w.prompt_tokens),
+                ("output_tokens", w.output_tokens),
+            ] {
+                if !(value.is_finite() && value >= 0.0) {
+                    return Err(format!(
+                        "window {}: {name} is {value}; it must be a finite number of at least 0",
+                        i + 1
+                    ));
+                }
+            }
+            if !(0.0..=1.0).contains(&w.prefix_hit_share) {
+                return Err(format!(
+                    "window {}: prefix_hit_share is {}; it must be a share from 0 to 1",
+                    i + 1,
+                    w.prefix_hit_share
+                ));
+            }
+            let tokens = |mean: f64| (mean.round().min(f64::from(u32::MAX)) as u32).max(1);
+            out.push(Window {
+                start: i as f64 * width_seconds,
+                rate: w.rate * scale,
+                prompt: tokens(w.prompt_tokens),
+                output: tokens(w.output_tokens),
+                prefix_hit_share: w.prefix_hit_share,
+            });
+        }
+        if out.iter().all(|w| w.rate <= 0.0) {
+            return Err("every window's rate is 0: the curve offers nothing".into());
+        }
+        Ok(RateCurve {
+            duration_seconds: out.len() as f64 * width_seconds,
+            windows: out,
+            scale,
+            gaps_filled: 0,
         })
     }
 
@@ -175,6 +286,8 @@ impl RateCurve {
         let mut arrivals = Rng::stream(seed, "curve-arrivals");
         let mut prompts = Rng::stream(seed, "curve-prompt-tokens");
         let mut outputs = Rng::stream(seed, "curve-output-tokens");
+        let mut prefix_draws = Rng::stream(seed, "curve-prefix-spans");
+        let mut prefixes = Prefixes::default();
         let mut requests = Vec::new();
         for (i, w) in self.windows.iter().enumerate() {
             if w.start >= until {
@@ -187,13 +300,23 @@ impl RateCurve {
             let mut t = w.start;
             loop {
                 t += arrivals.exponential(w.rate);
-                if t >= end {
+                // Past `until` nothing more is kept, here or in a later window.
+                if t >= end || t >= until {
                     break;
                 }
                 let prompt = around(&mut prompts, w.prompt);
                 let output = around(&mut outputs, w.output);
+                // Drawn before the window is cut, so a window of the curve is that window of
+                // the whole, hashes included.
+                let shared = (w.prefix_hit_share > 0.0)
+                    .then(|| prefixes.draw(&mut prefix_draws, prompt, w.prefix_hit_share));
                 if t >= from && t < until {
-                    requests.push(TraceRequest::plain(t, prompt, output));
+                    let mut request = TraceRequest::plain(t, prompt, output);
+                    if let Some((hit_tokens, hashes)) = shared {
+                        request.prefix_hit_tokens = hit_tokens;
+                        request.block_hashes = Some(hashes);
+                    }
+                    requests.push(request);
                 }
             }
         }
@@ -212,13 +335,63 @@ impl RateCurve {
             1 => ", 1 zero-rate window filled from the one before".into(),
             n => format!(", {n} zero-rate windows filled from the one before"),
         };
+        let prefixes = if self.windows.iter().any(|w| w.prefix_hit_share > 0.0) {
+            "; prompts share a common prefix at each window's prefix-hit share"
+        } else {
+            ""
+        };
         format!(
             "rate curve {file} x{} over {:.1} h ({} windows{gaps}); prompts and outputs \
-             around each window's means (uniform ±50 %)",
+             around each window's means (uniform ±50 %){prefixes}",
             self.scale,
             self.duration_seconds / 3600.0,
             self.windows.len()
         )
+    }
+}
+
+/// The block hashes of requests that share a common prefix, and how deep it has been seen.
+#[derive(Debug, Default)]
+struct Prefixes {
+    /// The most shared spans any request so far carried.
+    deepest: u32,
+    /// The last id given to a span of one request's own.
+    last_own: u64,
+}
+
+impl Prefixes {
+    /// The hashes of a `prompt`-token request whose expected share of prompt tokens in the
+    /// common prefix is `share`, and the tokens an unlimited cache would serve it (the
+    /// leading shared spans seen before, at most the prompt). The prefix covers whole spans,
+    /// or the whole prompt: the number of spans is the one below or above `share` times the
+    /// prompt, picked at random so that its mean is exact. One draw per request.
+    fn draw(&mut self, rng: &mut Rng, prompt: u32, share: f64) -> (u32, Arc<[u64]>) {
+        let spans = prompt.div_ceil(HASH_SPAN_TOKENS);
+        let target = share.clamp(0.0, 1.0) * f64::from(prompt);
+        let covered = |n: u32| f64::from(n.saturating_mul(HASH_SPAN_TOKENS).min(prompt));
+        let below = ((target / f64::from(HASH_SPAN_TOKENS)).floor() as u32).min(spans);
+        let u = rng.unit();
+        let shared = if below >= spans {
+            spans
+        } else {
+            let (low, high) = (covered(below), covered(below + 1));
+            let up = high > low && u <= (target - low) / (high - low);
+            below + u32::from(up)
+        };
+        let seen = shared.min(self.deepest);
+        self.deepest = self.deepest.max(shared);
+        let hit_tokens = seen.saturating_mul(HASH_SPAN_TOKENS).min(prompt);
+        let hashes: Arc<[u64]> = (0..spans)
+            .map(|span| {
+                if span < shared {
+                    SHARED_HASH_BASE + u64::from(span)
+                } else {
+                    self.last_own += 1;
+                    self.last_own
+                }
+            })
+            .collect();
+        (hit_tokens, hashes)
     }
 }
 
@@ -281,5 +454,106 @@ mod tests {
         assert!(huge.generate(1).unwrap_err().contains("at most"));
         assert!(huge.generate_within(1, 0.0, Some(1.0)).is_ok());
         assert!(err("", 1.0).contains("empty"));
+    }
+
+    fn window(rate: f64, prompt: f64, share: f64) -> CurveWindow {
+        CurveWindow {
+            rate,
+            prompt_tokens: prompt,
+            output_tokens: 100.0,
+            prefix_hit_share: share,
+        }
+    }
+
+    #[test]
+    fn windows_from_code_are_idle_at_rate_zero_and_share_prefixes_at_their_share() {
+        let windows = [
+            window(4.0, 1000.0, 0.0),
+            window(0.0, 1.0, 0.0),
+            window(8.0, 1500.0, 0.4),
+        ];
+        let c = RateCurve::from_windows(600.0, &windows, 0.5).unwrap();
+        assert_eq!((c.duration_seconds, c.gaps_filled), (1800.0, 0));
+        let t = c.generate(3).unwrap();
+        assert_eq!(t, c.generate(3).unwrap(), "seeded");
+        let part = c.generate_within(3, 1000.0, Some(1700.0)).unwrap();
+        let whole: Vec<_> = t
+            .requests
+            .iter()
+            .filter(|r| (1000.0..1700.0).contains(&r.at_seconds))
+            .cloned()
+            .collect();
+        assert_eq!(part.requests, whole, "a window is that window of the whole");
+        let within = |from: f64| {
+            t.requests
+                .iter()
+                .filter(move |r| (from..from + 600.0).contains(&r.at_seconds))
+        };
+        // 2 req/s without prefixes, idle, then 4 req/s sharing 40 % of prompt tokens.
+        assert!((within(0.0).count() as f64 / 600.0 - 2.0).abs() < 0.3);
+        assert!(within(0.0).all(|r| r.block_hashes.is_none() && r.prefix_hit_tokens == 0));
+        assert_eq!(within(600.0).count(), 0, "a window of rate 0 is idle");
+        let last: Vec<_> = within(1200.0).collect();
+        assert!((last.len() as f64 / 600.0 - 4.0).abs() < 0.4);
+        let prompt: f64 = last.iter().map(|r| f64::from(r.prompt_tokens)).sum();
+        let hits: f64 = last.iter().map(|r| f64::from(r.prefix_hit_tokens)).sum();
+        assert!((hits / prompt - 0.4).abs() < 0.03, "{}", hits / prompt);
+        for r in &last {
+            let hashes = r.block_hashes.as_deref().unwrap();
+            assert_eq!(hashes.len() as u32, r.prompt_tokens.div_ceil(512));
+            assert!(r.prefix_hit_tokens <= r.prompt_tokens);
+            // The shared spans lead, and every request's own spans are its own.
+            let shared = hashes
+                .iter()
+                .take_while(|h| **h >= SHARED_HASH_BASE)
+                .count();
+            assert!(hashes[shared..].iter().all(|h| *h < SHARED_HASH_BASE));
+        }
+        assert!(c.describe("x").contains("common prefix"));
+    }
+
+    #[test]
+    fn windows_from_code_are_checked() {
+        let err = |width: f64, windows: &[CurveWindow]| {
+            RateCurve::from_windows(width, windows, 1.0).unwrap_err()
+        };
+        assert!(err(0.0, &[window(1.0, 1.0, 0.0)]).contains("width"));
+        assert!(err(60.0, &[]).contains("no window"));
+        assert!(err(60.0, &[window(f64::NAN, 1.0, 0.0)]).starts_with("window 1: rate"));
+        assert!(
+            err(60.0, &[window(1.0, 1.0, 0.0), window(1.0, 1.0, 1.5)])
+                .starts_with("window 2: prefix_hit_share")
+        );
+        assert!(err(60.0, &[window(0.0, 1.0, 0.0)]).contains("offers nothing"));
+        assert!(RateCurve::from_windows(60.0, &[window(1.0, 1.0, 0.0)], -1.0).is_err());
+    }
+
+    #[test]
+    fn a_csv_may_give_each_window_a_prefix_hit_share() {
+        let text = "t_start_s,total_rate_rps,mean_input_tokens_est,mean_output_tokens_est,prefix_hit_share\n\
+                    0,5,2000,50,0.5\n600,0,0,0,0\n";
+        let c = RateCurve::parse_csv(text, 1.0).unwrap();
+        assert_eq!(c.gaps_filled, 1);
+        let t = c.generate(1).unwrap();
+        let prompt: f64 = t.requests.iter().map(|r| f64::from(r.prompt_tokens)).sum();
+        let hits: f64 = t
+            .requests
+            .iter()
+            .map(|r| f64::from(r.prefix_hit_tokens))
+            .sum();
+        // The gap takes the share of the window before it.
+        assert!((hits / prompt - 0.5).abs() < 0.03, "{}", hits / prompt);
+        let bad = text.replace("0.5\n", "1.5\n");
+        assert!(
+            RateCurve::parse_csv(&bad, 1.0)
+                .unwrap_err()
+                .contains("line 2: prefix_hit_share 1.5")
+        );
+        // Without the column, no request carries hashes.
+        let plain = RateCurve::parse_csv(CURVE, 1.0)
+            .unwrap()
+            .generate(1)
+            .unwrap();
+        assert!(plain.requests.iter().all(|r| r.block_hashes.is_none()));
     }
 }

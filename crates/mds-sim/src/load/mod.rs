@@ -22,7 +22,7 @@ mod transform;
 
 use thiserror::Error;
 
-pub use curve::RateCurve;
+pub use curve::{CurveWindow, RateCurve};
 pub use stamps::seconds_not_milliseconds;
 pub use synthetic::{Shape, Synthetic, items, key_values, parse_seconds};
 pub use trace::{Trace, TraceError, TraceRequest};

@@ -14,6 +14,7 @@ mod simulate_frontier;
 mod simulate_io;
 mod simulate_options;
 mod simulate_peers;
+mod simulate_prometheus;
 mod simulate_scaler;
 mod simulate_suggest;
 pub mod validate;

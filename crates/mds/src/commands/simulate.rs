@@ -62,6 +62,61 @@ pub struct Args {
     /// of a large language service (about 200 req/s at scale 1).
     #[arg(long, value_name = "SPEC")]
     pub load: Option<String>,
+    /// The load of your own engines, read from your Prometheus at URL (its HTTP API; a
+    /// user:password@ in the URL is sent as basic auth): per window, the request rate, mean
+    /// prompt and output lengths and prefix-hit share of the vLLM or SGLang series --match
+    /// selects, over --since or --start/--end, with increase() at step = --window. Offered as a
+    /// rate curve (seeded Poisson arrivals, lengths around each window's means), cut by
+    /// --from/--until like one. docs/simulator.md, "Load from your Prometheus".
+    #[arg(long, value_name = "URL", conflicts_with_all = ["trace", "load"])]
+    pub from_prometheus: Option<String>,
+    /// With --from-prometheus: label matchers picking one deployment's engine series, PromQL
+    /// style, comma-separated: model_name=NAME,namespace=NS (also !=, =~ and !~; quote a value
+    /// holding a comma). Repeatable. Without it every engine series, refused when they are
+    /// several deployments' (the error lists them).
+    #[arg(
+        long = "match",
+        value_name = "LABEL=VALUE,...",
+        requires = "from_prometheus"
+    )]
+    pub matchers: Vec<String>,
+    /// With --from-prometheus: read the last DURATION (90m, 6h, 7d, 1h30m) up to --end or now;
+    /// up to now, windows are whole windows of the clock.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        requires = "from_prometheus",
+        conflicts_with = "start"
+    )]
+    pub since: Option<String>,
+    /// With --from-prometheus: read from this time on, RFC 3339 with its offset
+    /// (2025-06-01T00:00:00Z); a rest of the range short of a window is left out at the end.
+    #[arg(long, value_name = "TIME", requires = "from_prometheus")]
+    pub start: Option<String>,
+    /// With --from-prometheus: read up to this time, RFC 3339 (default: now).
+    #[arg(long, value_name = "TIME", requires = "from_prometheus")]
+    pub end: Option<String>,
+    /// With --from-prometheus: the window length, the query's step and increase()'s range; at
+    /// least 15 s and twice the scrape interval. Default from the range: 1m up to 6 h, 5m up
+    /// to 2 days, 10m up to 14 days, 30m up to 60 days, 1h beyond.
+    #[arg(long, value_name = "DURATION", requires = "from_prometheus")]
+    pub window: Option<String>,
+    /// With --from-prometheus: fill windows without samples from the window before (leading
+    /// ones from the first with samples) instead of refusing the range.
+    #[arg(long, requires = "from_prometheus")]
+    pub fill_gaps: bool,
+    /// With --from-prometheus: also write the windows as a rate-curve CSV that
+    /// --load curve:file=FILE,scale=1 reads back (a window with no request reads back as a
+    /// gap).
+    #[arg(long, value_name = "FILE", requires = "from_prometheus")]
+    pub save_curve: Option<PathBuf>,
+    /// With --from-prometheus: a file holding a bearer token to send (Authorization: Bearer).
+    #[arg(long, value_name = "FILE", requires = "from_prometheus")]
+    pub prometheus_token_file: Option<PathBuf>,
+    /// With --from-prometheus: each request's budget, connecting included (default 60s, at
+    /// most 1h).
+    #[arg(long, value_name = "TIME", requires = "from_prometheus")]
+    pub prometheus_timeout: Option<String>,
     /// Keep the trace's requests from this time on (seconds, or 90s, 15m, 1h).
     #[arg(long, value_name = "TIME")]
     pub from: Option<String>,

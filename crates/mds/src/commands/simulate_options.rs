@@ -55,6 +55,9 @@ fn factor_flag(flag: &str, value: f64) -> Result<f64, Stop> {
 
 /// The trace to offer and its description.
 pub(super) fn load(args: &Args, notes: &mut String) -> Result<(Trace, String), Stop> {
+    if args.from_prometheus.is_some() {
+        return super::simulate_prometheus::load(args, notes);
+    }
     if let Some(spec) = &args.load {
         if let Some(rest) = spec.trim().strip_prefix("curve:") {
             return rate_curve(rest, args);
@@ -116,8 +119,11 @@ pub(super) fn load(args: &Args, notes: &mut String) -> Result<(Trace, String), S
 }
 
 /// What a default report is named after: the bundled trace's name, the trace file's stem, or
-/// the synthetic load's kind.
+/// the synthetic load's kind (`prometheus` for `--from-prometheus`).
 pub(super) fn load_stem(args: &Args) -> String {
+    if args.from_prometheus.is_some() {
+        return "prometheus".to_string();
+    }
     if let Some(spec) = &args.load {
         return spec.trim().split(':').next().unwrap_or("load").to_string();
     }
@@ -183,7 +189,7 @@ fn rate_curve(rest: &str, args: &Args) -> Result<(Trace, String), Stop> {
 }
 
 /// `--from` (0 when unset) and `--until` (`None`: the load's end) in seconds.
-fn window_flags(args: &Args) -> Result<(f64, Option<f64>), Stop> {
+pub(super) fn window_flags(args: &Args) -> Result<(f64, Option<f64>), Stop> {
     let from = match &args.from {
         Some(v) => seconds_flag("from", v)?,
         None => 0.0,
