@@ -79,13 +79,13 @@ const THRASH_LOAD: &str =
 const STEADY_LOAD: &str = "default/steady=constant:rps=2,prompt=512,output=128";
 
 /// Writes `value` to `path` whole (Prometheus reads the file while it may be written).
-fn write_atomically(path: &Path, value: &Value) {
+pub(crate) fn write_atomically(path: &Path, value: &Value) {
     let partial = path.with_extension("partial");
     std::fs::write(&partial, value.to_string()).unwrap();
     std::fs::rename(&partial, path).unwrap();
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -94,14 +94,14 @@ fn free_port() -> u16 {
 }
 
 /// A child and its output lines, killed when dropped.
-struct Running {
+pub(crate) struct Running {
     name: &'static str,
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Running {
-    fn start(name: &'static str, command: &mut Command) -> Running {
+    pub(crate) fn start(name: &'static str, command: &mut Command) -> Running {
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -122,7 +122,7 @@ impl Running {
         Running { name, child, lines }
     }
 
-    fn tail(&self) -> String {
+    pub(crate) fn tail(&self) -> String {
         let lines = self.lines.lock().unwrap();
         let from = lines.len().saturating_sub(40);
         format!(
@@ -132,7 +132,7 @@ impl Running {
         )
     }
 
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         // SAFETY: a plain signal to our own child; SIGTERM lets the lab remove its folder.
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
@@ -155,14 +155,18 @@ impl Drop for Running {
     }
 }
 
-fn kubectl(kubeconfig: &Path, args: &[&str], input: Option<&str>) -> std::process::Output {
+pub(crate) fn kubectl(
+    kubeconfig: &Path,
+    args: &[&str],
+    input: Option<&str>,
+) -> std::process::Output {
     let mut command = Command::new(mds_testkit::kubectl_path().unwrap());
     command.arg("--kubeconfig").arg(kubeconfig).args(args);
     crate::deploy_support::run(command, input)
 }
 
 /// The lab's engines as Prometheus file_sd targets (address, namespace, pod, target).
-fn engine_targets(kubeconfig: &Path) -> Value {
+pub(crate) fn engine_targets(kubeconfig: &Path) -> Value {
     let out = kubectl(kubeconfig, &["get", "pods", "-A", "-o", "json"], None);
     let pods: Value = serde_json::from_slice(&out.stdout).unwrap_or(json!({"items": []}));
     let targets: Vec<Value> = pods["items"]
@@ -185,9 +189,9 @@ fn engine_targets(kubeconfig: &Path) -> Value {
     Value::Array(targets)
 }
 
-struct Prometheus {
-    base: String,
-    http: reqwest::Client,
+pub(crate) struct Prometheus {
+    pub(crate) base: String,
+    pub(crate) http: reqwest::Client,
 }
 
 impl Prometheus {
@@ -221,7 +225,7 @@ impl Prometheus {
             .collect()
     }
 
-    async fn query(&self, expr: &str) -> Vec<Value> {
+    pub(crate) async fn query(&self, expr: &str) -> Vec<Value> {
         let body = self
             .get("/api/v1/query", &[("query", expr.to_string())])
             .await;
