@@ -145,11 +145,27 @@ pub fn script_path(
     key: &str,
     no_go: impl FnOnce() -> Error,
 ) -> Result<PathBuf, Error> {
-    match run_script(script, what) {
-        Ok(output) => output.path(key),
-        Err(ScriptError::NoGo) => Err(no_go()),
-        Err(ScriptError::Other(e)) => Err(e),
+    let [path] = script_paths(script, what, [key], no_go)?;
+    Ok(path)
+}
+
+/// Like [`script_path`], for several keys the script prints in one run.
+pub fn script_paths<const N: usize>(
+    script: &'static str,
+    what: &str,
+    keys: [&str; N],
+    no_go: impl FnOnce() -> Error,
+) -> Result<[PathBuf; N], Error> {
+    let output = match run_script(script, what) {
+        Ok(output) => output,
+        Err(ScriptError::NoGo) => return Err(no_go()),
+        Err(ScriptError::Other(e)) => return Err(e),
+    };
+    let mut paths = Vec::with_capacity(N);
+    for key in keys {
+        paths.push(output.path(key)?);
     }
+    Ok(paths.try_into().expect("one path per key"))
 }
 
 fn run_script(script: &'static str, what: &str) -> Result<BuildOutput, ScriptError> {

